@@ -1,0 +1,1 @@
+"""streamproto: protocol analyzer for message-streaming protocols."""

@@ -1,0 +1,1 @@
+"""Built-in protocol dissectors, one subpackage each, plus helpers they share."""

@@ -1,0 +1,283 @@
+"""Describe wire layouts once, as data; decode them to field trees and encode them for tests.
+
+Each protocol builds its own primitive types from these pieces (integers, length-prefixed
+strings and bytes, counted arrays, packed bits, nested structs) and lists its commands as
+``Struct`` values. The same description drives the decoder, the test encoder and the
+``streamproto protocols`` documentation. Irregular parts of a format plug in as a ``WireType``
+subclass with their own ``read``/``write``.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from analyzer.api import Field
+
+
+class DecodeError(Exception):
+    """The bytes do not fit the layout. ``offset`` is where decoding stopped (frame-relative)."""
+
+    def __init__(self, message: str, offset: int) -> None:
+        super().__init__(message)
+        self.offset = offset
+
+
+class WireType:
+    """A wire type: ``read`` decodes one value into a Field, ``write`` encodes one value."""
+
+    doc: str = "?"
+
+    def read(self, name: str, buf: memoryview, off: int, end: int, spec: F | None = None) -> tuple[Field, int]:
+        raise NotImplementedError
+
+    def write(self, value: Any) -> bytes:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, slots=True)
+class F:
+    """A field of a layout: name, type, and how to show it."""
+
+    name: str
+    type: WireType
+    enum: Mapping[int, str] | None = None
+    flags: Mapping[int, str] | None = None  # bit mask -> name
+    optional: bool = False  # may be absent when the frame ends before it (and everything after)
+    doc: str = ""
+
+
+def show(value: Any, spec: F | None) -> str | None:
+    if spec is None or not isinstance(value, int):
+        return None
+    if spec.enum is not None:
+        return spec.enum.get(value, f"unknown ({value:#x})")
+    if spec.flags is not None:
+        names = [n for bit, n in spec.flags.items() if value & bit]
+        return ", ".join(names) if names else "none"
+    return None
+
+
+class Int(WireType):
+    __slots__ = ("doc", "_st", "size")
+
+    def __init__(self, doc: str, fmt: str) -> None:
+        self.doc = doc
+        self._st = struct.Struct(fmt)
+        self.size = self._st.size
+
+    def read(self, name: str, buf: memoryview, off: int, end: int, spec: F | None = None) -> tuple[Field, int]:
+        if off + self.size > end:
+            raise DecodeError(f"{name}: needs {self.size} bytes, {max(end - off, 0)} left", off)
+        (v,) = self._st.unpack_from(buf, off)
+        return Field(name, v, off, self.size, show(v, spec)), off + self.size
+
+    def write(self, value: Any) -> bytes:
+        return self._st.pack(value)
+
+
+class Prefixed(WireType):
+    """A length prefix, then that many bytes; ``null`` is the length value meaning 'absent'."""
+
+    __slots__ = ("doc", "_st", "null", "text")
+
+    def __init__(self, doc: str, length_fmt: str, *, text: bool, null: int | None = None) -> None:
+        self.doc = doc
+        self._st = struct.Struct(length_fmt)
+        self.null = null
+        self.text = text
+
+    def read(self, name: str, buf: memoryview, off: int, end: int, spec: F | None = None) -> tuple[Field, int]:
+        hs = self._st.size
+        if off + hs > end:
+            raise DecodeError(f"{name}: length prefix needs {hs} bytes, {max(end - off, 0)} left", off)
+        (n,) = self._st.unpack_from(buf, off)
+        if self.null is not None and n == self.null:
+            return Field(name, None, off, hs, "null"), off + hs
+        if n < 0:
+            raise DecodeError(f"{name}: negative length {n}", off)
+        if off + hs + n > end:
+            raise DecodeError(f"{name}: length {n} overruns the frame by {off + hs + n - end} bytes", off)
+        raw = bytes(buf[off + hs:off + hs + n])
+        value: Any = raw
+        if self.text:
+            try:
+                value = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                value = raw
+        return Field(name, value, off, hs + n), off + hs + n
+
+    def write(self, value: Any) -> bytes:
+        if value is None:
+            if self.null is None:
+                raise ValueError("this type has no null value")
+            return self._st.pack(self.null)
+        raw = value.encode("utf-8") if isinstance(value, str) else bytes(value)
+        return self._st.pack(len(raw)) + raw
+
+
+class Struct(WireType):
+    """Fields back to back. Consecutive ``Bit`` fields share octets, low bit first (AMQP rule)."""
+
+    __slots__ = ("doc", "fields")
+
+    def __init__(self, *fields: F, doc: str = "struct") -> None:
+        self.doc = doc
+        self.fields: tuple[F, ...] = fields
+
+    def read_fields(self, buf: memoryview, off: int, end: int) -> tuple[list[Field], int]:
+        out: list[Field] = []
+        bit = 8
+        octet = 0
+        octet_at = off
+        for spec in self.fields:
+            t = spec.type
+            if isinstance(t, Bit):
+                if bit == 8:
+                    if off >= end:
+                        if spec.optional:
+                            break
+                        raise DecodeError(f"{spec.name}: needs 1 byte, 0 left", off)
+                    octet, octet_at, bit = buf[off], off, 0
+                    off += 1
+                v = bool(octet >> bit & 1)
+                out.append(Field(spec.name, v, octet_at, 1, None))
+                bit += 1
+                continue
+            bit = 8
+            if spec.optional and off >= end:
+                break
+            f, off = t.read(spec.name, buf, off, end, spec)
+            out.append(f)
+        return out, off
+
+    def read(self, name: str, buf: memoryview, off: int, end: int, spec: F | None = None) -> tuple[Field, int]:
+        start = off
+        children, off = self.read_fields(buf, off, end)
+        return Field(name, None, start, off - start, None, children), off
+
+    def write(self, value: Mapping[str, Any]) -> bytes:
+        parts: list[bytes] = []
+        bit = 8
+        octet = 0
+        for spec in self.fields:
+            if isinstance(spec.type, Bit):
+                if bit == 8:
+                    octet, bit = 0, 0
+                    parts.append(b"\x00")
+                if value.get(spec.name):
+                    octet |= 1 << bit
+                parts[-1] = bytes([octet])
+                bit += 1
+                continue
+            bit = 8
+            if spec.name not in value:
+                if spec.optional:
+                    break
+                raise KeyError(f"missing value for field {spec.name!r}")
+            parts.append(spec.type.write(value[spec.name]))
+        return b"".join(parts)
+
+    def describe(self) -> str:
+        return ", ".join(f"{f.name}:{f.type.doc}{'?' if f.optional else ''}" for f in self.fields)
+
+
+class Bit(WireType):
+    """One bit; only meaningful inside a Struct, which packs consecutive bits."""
+
+    doc = "bit"
+
+    def write(self, value: Any) -> bytes:  # pragma: no cover - Struct packs bits itself
+        raise TypeError("bits are packed by their Struct")
+
+
+class Array(WireType):
+    """A count, then that many elements."""
+
+    __slots__ = ("doc", "_st", "element", "null")
+
+    def __init__(self, count_fmt: str, element: WireType, *, null: int | None = None) -> None:
+        self._st = struct.Struct(count_fmt)
+        self.element = element
+        self.null = null
+        self.doc = f"[{element.doc}]"
+
+    def read(self, name: str, buf: memoryview, off: int, end: int, spec: F | None = None) -> tuple[Field, int]:
+        hs = self._st.size
+        start = off
+        if off + hs > end:
+            raise DecodeError(f"{name}: count needs {hs} bytes, {max(end - off, 0)} left", off)
+        (n,) = self._st.unpack_from(buf, off)
+        off += hs
+        if self.null is not None and n == self.null:
+            return Field(name, None, start, hs, "null", [], True), off
+        if n < 0:
+            raise DecodeError(f"{name}: negative count {n}", start)
+        items: list[Field] = []
+        elem_spec = F(name, self.element, spec.enum, spec.flags) if spec is not None else None
+        for i in range(n):
+            if off >= end and n - i > 0:
+                raise DecodeError(f"{name}: count {n} but the frame ends after {i} elements", off)
+            f, off = self.element.read(f"[{i}]", buf, off, end, elem_spec)
+            items.append(f)
+        return Field(name, n, start, off - start, None, items, True), off
+
+    def write(self, value: Sequence[Any] | None) -> bytes:
+        if value is None:
+            if self.null is None:
+                raise ValueError("this array has no null value")
+            return self._st.pack(self.null)
+        return self._st.pack(len(value)) + b"".join(self.element.write(v) for v in value)
+
+
+class Fixed(WireType):
+    """A fixed number of raw bytes."""
+
+    __slots__ = ("doc", "size")
+
+    def __init__(self, size: int, doc: str | None = None) -> None:
+        self.size = size
+        self.doc = doc or f"bytes[{size}]"
+
+    def read(self, name: str, buf: memoryview, off: int, end: int, spec: F | None = None) -> tuple[Field, int]:
+        if off + self.size > end:
+            raise DecodeError(f"{name}: needs {self.size} bytes, {max(end - off, 0)} left", off)
+        return Field(name, bytes(buf[off:off + self.size]), off, self.size), off + self.size
+
+    def write(self, value: Any) -> bytes:
+        raw = bytes(value)
+        if len(raw) != self.size:
+            raise ValueError(f"expected {self.size} bytes")
+        return raw
+
+
+class Rest(WireType):
+    """Every byte up to the end of the frame."""
+
+    doc = "bytes*"
+
+    def read(self, name: str, buf: memoryview, off: int, end: int, spec: F | None = None) -> tuple[Field, int]:
+        return Field(name, bytes(buf[off:end]), off, end - off), end
+
+    def write(self, value: Any) -> bytes:
+        return bytes(value)
+
+
+def field_values(fields: Sequence[Field]) -> dict[str, Any]:
+    """Plain values of a field list: what the encoder takes back (round trips)."""
+    out: dict[str, Any] = {}
+    for f in fields:
+        out[f.name] = _plain(f)
+    return out
+
+
+def _plain(f: Field) -> Any:
+    if f.children is None:
+        return f.value
+    if f.is_list:
+        if f.value is None and not f.children:
+            return None
+        return [_plain(c) for c in f.children]
+    return field_values(f.children)
