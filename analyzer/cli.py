@@ -1,0 +1,223 @@
+"""The `streamproto` command line."""
+
+from __future__ import annotations
+
+import enum
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from analyzer.api import Finding, Frame
+from analyzer.capture import CaptureError, read_packets
+from analyzer.engine import ENGINE_RULES, Analyzer, FlowInfo, NoDecodableLinkType, fmt_endpoint
+from analyzer.jsonout import dumps, finding_json, frame_json
+from analyzer.registry import load_dissectors, parse_decode_as
+from analyzer.render import Output, SummaryRenderer, TreeRenderer, table
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Wireshark-style analyzer for message-streaming protocols.")
+
+
+class Format(enum.StrEnum):
+    tree = "tree"
+    summary = "summary"
+    json = "json"
+    jsonl = "jsonl"
+
+
+def fail(message: str) -> typer.Exit:
+    print(f"streamproto: {message}", file=sys.stderr)
+    return typer.Exit(2)
+
+
+def _analyzer(decode_as: list[str]) -> Analyzer:
+    dissectors = load_dissectors()
+    try:
+        mapping = parse_decode_as(decode_as, dissectors)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    return Analyzer(dissectors, mapping)
+
+
+CaptureArg = Annotated[Path, typer.Argument(help="pcap or pcapng file (optionally gzip-compressed)",
+                                            show_default=False)]
+DecodeAsOpt = Annotated[list[str], typer.Option("--decode-as", metavar="PORT=PROTO",
+                                                help="Decode TCP port PORT as protocol PROTO (repeatable)")]
+
+
+@app.command()
+def inspect(
+    capture: CaptureArg,
+    format: Annotated[Format, typer.Option("--format", "-f", help="Output format")] = Format.tree,
+    flow: Annotated[int | None, typer.Option(help="Only this conversation (see `flows`)")] = None,
+    protocol: Annotated[str | None, typer.Option(help="Only frames of this protocol")] = None,
+    decode_as: DecodeAsOpt = [],  # noqa: B006 - typer needs a literal default
+    max_frames: Annotated[int | None, typer.Option(help="Stop after this many frames")] = None,
+    hex: Annotated[bool, typer.Option("--hex", help="Hex dump of each frame, with each field's bytes")] = False,
+    only_findings: Annotated[bool, typer.Option("--only-findings", help="Only frames with findings")] = False,
+) -> None:
+    """Decode every frame of every TCP conversation, with conformance findings."""
+    analyzer = _analyzer(decode_as)
+    if protocol is not None and protocol not in analyzer.dissectors:
+        raise fail(f"unknown protocol {protocol!r} (known: {', '.join(sorted(analyzer.dissectors))})")
+    out = Output()
+    tree = TreeRenderer(out, 0.0, hexdump=hex)
+    summary = SummaryRenderer(out, 0.0)
+    collected: dict[str, list] = {"frames": [], "findings": []}
+    protocols = {f.id: f.protocol for f in analyzer.flows}
+    shown = 0
+
+    def flow_protocol(flow_id: int | None) -> str | None:
+        if flow_id is None:
+            return None
+        if flow_id not in protocols:
+            protocols.update({f.id: f.protocol for f in analyzer.flows})
+        return protocols.get(flow_id)
+
+    def wanted_finding(f: Finding) -> bool:
+        if flow is not None and f.flow != flow:
+            return False
+        return protocol is None or flow_protocol(f.flow) == protocol
+
+    error: str | None = None
+    try:
+        for ev in analyzer.run(read_packets(str(capture))):
+            if not shown and analyzer.first_ts is not None:
+                tree.t0 = summary.t0 = analyzer.first_ts
+            if isinstance(ev, Frame):
+                if flow is not None and ev.flow != flow:
+                    continue
+                if protocol is not None and ev.protocol != protocol:
+                    continue
+                if only_findings and not ev.findings:
+                    continue
+                if max_frames is not None and shown >= max_frames:
+                    break
+                shown += 1
+                if format is Format.jsonl:
+                    sys.stdout.write(dumps(frame_json(ev)) + "\n")
+                elif format is Format.json:
+                    collected["frames"].append(frame_json(ev))
+                elif format is Format.summary:
+                    summary.frame(ev)
+                else:
+                    tree.frame(ev)
+            elif wanted_finding(ev):
+                if format is Format.jsonl:
+                    sys.stdout.write(dumps(finding_json(ev)) + "\n")
+                elif format is Format.json:
+                    collected["findings"].append(finding_json(ev))
+                elif format is Format.summary:
+                    summary.finding(ev)
+                else:
+                    tree.finding(ev)
+    except CaptureError as exc:
+        error = str(exc)
+    except NoDecodableLinkType as exc:
+        error = f"{capture}: {exc}"
+    if format is Format.json:
+        doc = {"capture": str(capture), **collected,
+               "flows": [flow_json(f) for f in analyzer.flows if flow is None or f.id == flow]}
+        sys.stdout.write(json.dumps(doc, ensure_ascii=False, indent=1) + "\n")
+    elif format in (Format.tree, Format.summary):
+        totals = {"error": 0, "warning": 0, "note": 0}
+        for f in analyzer.flows:
+            for k, v in f.findings.items():
+                totals[k] += v
+        out.line((f"-- {analyzer.packets} packets, {len(analyzer.flows)} TCP conversations, {shown} frames shown; "
+                  f"findings: {totals['error']} errors, {totals['warning']} warnings, {totals['note']} notes", "dim"))
+    sys.stdout.flush()
+    if error is not None:
+        raise fail(error)
+
+
+def flow_json(f: FlowInfo) -> dict:
+    return {"flow": f.id, "client": fmt_endpoint(f.client), "server": fmt_endpoint(f.server),
+            "protocol": f.protocol, "dialect": f.dialect, "packets": f.packets, "frames": f.frames,
+            "bytes_c2s": f.bytes["c2s"], "bytes_s2c": f.bytes["s2c"], "findings": dict(f.findings),
+            "first_ts": f.first_ts, "last_ts": f.last_ts}
+
+
+@app.command()
+def flows(
+    capture: CaptureArg,
+    decode_as: DecodeAsOpt = [],  # noqa: B006
+    json_out: Annotated[bool, typer.Option("--json", help="JSON Lines, one object per conversation")] = False,
+) -> None:
+    """One row per TCP conversation: endpoints, protocol, frames, bytes, findings."""
+    analyzer = _analyzer(decode_as)
+    error = None
+    try:
+        for _ in analyzer.run(read_packets(str(capture))):
+            pass
+    except CaptureError as exc:
+        error = str(exc)
+    except NoDecodableLinkType as exc:
+        error = f"{capture}: {exc}"
+    if json_out:
+        for f in analyzer.flows:
+            sys.stdout.write(dumps(flow_json(f)) + "\n")
+    else:
+        rows = [[f.id, fmt_endpoint(f.client), fmt_endpoint(f.server),
+                 (f.protocol or "-") + (f"/{f.dialect}" if f.dialect else ""), f.packets, f.frames,
+                 f.bytes["c2s"], f.bytes["s2c"], f.findings["error"], f.findings["warning"], f.findings["note"]]
+                for f in analyzer.flows]
+        table(Output(), ["flow", "client", "server", "protocol", "packets", "frames", "bytes c→s",
+                         "bytes s→c", "errors", "warnings", "notes"], rows)
+    if error is not None:
+        raise fail(error)
+
+
+@app.command()
+def protocols(
+    commands: Annotated[bool, typer.Option("--commands/--no-commands", help="List each protocol's commands")] = True,
+) -> None:
+    """The registered dissectors, their ports and commands."""
+    out = Output()
+    for d in load_dissectors().values():
+        ports = ", ".join(str(p) for p in d.default_ports) or "-"
+        out.line((d.name, "bold green"), (f"  {d.title}  (ports: {ports})", None))
+        if commands:
+            rows = [[c.code, c.name, c.direction, c.versions, c.fields] for c in d.commands()]
+            if rows:
+                table(_Indented(out), ["code", "command", "dir", "versions", "fields"], rows)
+        out.line(("", None))
+
+
+class _Indented(Output):
+    def __init__(self, inner: Output) -> None:
+        self.inner = inner
+
+    def line(self, *parts: tuple[str, str | None]) -> None:
+        self.inner.line(("    ", None), *parts)
+
+
+@app.command()
+def rules(
+    json_out: Annotated[bool, typer.Option("--json", help="JSON Lines, one object per rule")] = False,
+) -> None:
+    """Every conformance rule of the engine and of every dissector."""
+    all_rules = [("engine", r) for r in ENGINE_RULES]
+    for d in load_dissectors().values():
+        all_rules += [(d.name, r) for r in d.rules()]
+    if json_out:
+        for owner, r in all_rules:
+            sys.stdout.write(dumps({"owner": owner, "id": r.id, "severity": str(r.severity),
+                                    "category": str(r.category), "description": r.description}) + "\n")
+        return
+    table(Output(), ["id", "severity", "category", "description"],
+          [[r.id, r.severity, r.category, r.description] for _, r in all_rules])
+
+
+def main() -> None:
+    try:
+        app()
+    except BrokenPipeError:
+        # Output piped into `head` and the like: stop quietly.
+        sys.stderr.close()
+        sys.exit(0)
+    except KeyboardInterrupt:
+        sys.exit(130)

@@ -1,0 +1,376 @@
+"""From packets to protocol frames: conversations, roles, protocol choice, reassembly, dissection.
+
+Protocol-agnostic. The engine owns everything that touches packets (numbers, timestamps,
+addresses) and hands each dissector only ordered bytes per direction.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from analyzer.api import Category, Connection, Direction, Dissector, Event, Finding, Frame, Rule, Severity
+from analyzer.capture import RawPacket, read_packets
+from analyzer.packets import ACK, FIN, RST, SYN, LinkDecoder, TcpSegment
+from analyzer.reassembly import GAP, RULES as TCP_RULES, Data, Gap, Note, StreamReassembler
+from analyzer.registry import load_dissectors
+
+TRUNCATED_PACKET = Rule("capture.truncated_packet", Severity.WARNING, Category.TRUNCATED,
+                        "A packet was cut by the capture's snap length; the rest of its bytes are missing")
+UNKNOWN_LINKTYPE = Rule("capture.unknown_linktype", Severity.WARNING, Category.CAPTURE,
+                        "Packets of a link type the analyzer cannot decode were skipped")
+DISSECTOR_ERROR = Rule("engine.dissector_error", Severity.ERROR, Category.MALFORMED,
+                       "A dissector raised an exception; the rest of that conversation may be undecoded")
+ENGINE_RULES: tuple[Rule, ...] = (*TCP_RULES, TRUNCATED_PACKET, UNKNOWN_LINKTYPE, DISSECTOR_ERROR)
+
+#: Bytes of one direction kept for heuristics before giving up on recognising the protocol.
+SNIFF_LIMIT = 4096
+SNIFF_THRESHOLD = 0.5
+
+
+class NoDecodableLinkType(Exception):
+    """Every packet of the capture had a link type the analyzer cannot decode."""
+
+
+@dataclass(slots=True)
+class FlowInfo:
+    """One TCP conversation, as `streamproto flows` shows it."""
+
+    id: int
+    client: tuple[str, int]
+    server: tuple[str, int]
+    protocol: str | None = None
+    dialect: str | None = None
+    packets: int = 0
+    frames: int = 0
+    bytes: dict[Direction, int] = field(default_factory=lambda: {Direction.C2S: 0, Direction.S2C: 0})
+    findings: dict[str, int] = field(default_factory=lambda: {"error": 0, "warning": 0, "note": 0})
+    first_ts: float = 0.0
+    last_ts: float = 0.0
+    complete: bool = False  # both SYN and FIN/RST seen
+
+    @property
+    def name(self) -> str:
+        return f"{fmt_endpoint(self.client)} <-> {fmt_endpoint(self.server)}"
+
+
+def fmt_endpoint(ep: tuple[str, int]) -> str:
+    ip, port = ep
+    return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+
+
+class _Side:
+    """One direction: reassembly plus the map from stream offsets back to packets."""
+
+    __slots__ = ("reasm", "segments", "sniff_buf", "fin", "endpoint", "label")
+
+    def __init__(self, max_buffer: int) -> None:
+        self.reasm = StreamReassembler(max_buffer)
+        # (end offset, packet number, ts) of delivered data, oldest first.
+        self.segments: deque[tuple[int, int, float]] = deque()
+        self.sniff_buf = bytearray()
+        self.fin = False
+        self.endpoint = ""
+
+    def packets_for(self, start: int, end: int) -> tuple[int, int, float]:
+        """Packet numbers holding stream bytes [start, end) and the time of the last one."""
+        segs = self.segments
+        while len(segs) > 1 and segs[0][0] <= start:
+            segs.popleft()
+        first = segs[0][1] if segs else 0
+        last, ts = first, segs[0][2] if segs else 0.0
+        for seg_end, pkt, seg_ts in segs:
+            last, ts = pkt, seg_ts
+            if seg_end >= end:
+                break
+        return first, last, ts
+
+
+class _Conversation:
+    __slots__ = ("info", "sides", "dissector", "conn", "pending", "undecided", "midstream", "closed",
+                 "isn_client")
+
+    def __init__(self, info: FlowInfo, max_buffer: int, midstream: bool) -> None:
+        self.info = info
+        self.sides = {Direction.C2S: _Side(max_buffer), Direction.S2C: _Side(max_buffer)}
+        self.sides[Direction.C2S].endpoint = fmt_endpoint(info.client)
+        self.sides[Direction.S2C].endpoint = fmt_endpoint(info.server)
+        self.dissector: Dissector | None = None
+        self.conn: Connection | None = None
+        # Stream events held back while the protocol is not yet known.
+        self.pending: list[tuple[Direction, Data | Gap]] = []
+        self.undecided = True
+        self.midstream = midstream
+        self.closed = False
+        self.isn_client: int | None = None
+
+
+class Analyzer:
+    """Runs packets through reassembly and dissectors. Iterate :meth:`run` for events."""
+
+    def __init__(self, dissectors: dict[str, Dissector] | None = None, decode_as: dict[int, str] | None = None,
+                 max_buffer: int = 8 * 1024 * 1024) -> None:
+        self.dissectors = dissectors if dissectors is not None else load_dissectors()
+        self.decode_as = dict(decode_as or {})
+        self.max_buffer = max_buffer
+        self.by_port: dict[int, str] = {}
+        for d in self.dissectors.values():
+            for p in d.default_ports:
+                self.by_port.setdefault(p, d.name)
+        self.flows: list[FlowInfo] = []
+        self._live: dict[tuple[str, int, str, int], _Conversation] = {}
+        self.linkdec = LinkDecoder()
+        self.packets = 0
+        self.first_ts: float | None = None
+        self.last_ts = 0.0
+        self.truncated_packets = 0
+
+    # ----------------------------------------------------------------- driving
+    def run(self, packets: Iterable[RawPacket]) -> Iterator[Event]:
+        decode = self.linkdec.decode
+        for pkt in packets:
+            self.packets += 1
+            if self.first_ts is None:
+                self.first_ts = pkt.ts
+            self.last_ts = pkt.ts
+            seg = decode(pkt)
+            if seg is None:
+                continue
+            if seg.truncated:
+                self.truncated_packets += 1
+                f = TRUNCATED_PACKET(f"packet {pkt.number} was cut by the snap length "
+                                     f"({len(pkt.data)} of {pkt.orig_len} bytes captured)")
+                f.frame = pkt.number
+                yield f
+            yield from self._segment(seg, pkt.number, pkt.ts)
+        yield from self.finish()
+
+    def finish(self) -> Iterator[Event]:
+        for conv in list(self._live.values()):
+            yield from self._close(conv, self.last_ts)
+        self._live.clear()
+        if self.linkdec.unknown_linktype:
+            if self.packets and self.linkdec.unsupported == self.packets:
+                kinds = ", ".join(str(x) for x in sorted(self.linkdec.unknown_linktype))
+                raise NoDecodableLinkType(f"unsupported link type {kinds}")
+            yield UNKNOWN_LINKTYPE(f"{self.linkdec.unsupported} packets of link type(s) "
+                                   f"{sorted(self.linkdec.unknown_linktype)} were skipped")
+
+    # ------------------------------------------------------------ conversations
+    def _segment(self, seg: TcpSegment, number: int, ts: float) -> Iterator[Event]:
+        key = (seg.src, seg.sport, seg.dst, seg.dport)
+        rkey = (seg.dst, seg.dport, seg.src, seg.sport)
+        conv = self._live.get(key) or self._live.get(rkey)
+        syn_only = seg.flags & (SYN | ACK) == SYN
+        if conv is not None and syn_only and conv.isn_client is not None and conv.isn_client != seg.seq:
+            # Port reuse: a fresh SYN on the same 4-tuple starts a new conversation.
+            yield from self._close(conv, ts)
+            conv = None
+        if conv is None:
+            conv = self._open(seg, ts)
+        info = conv.info
+        direction = Direction.C2S if (seg.src, seg.sport) == info.client else Direction.S2C
+        info.packets += 1
+        info.last_ts = ts
+        side = conv.sides[direction]
+        events: list[Data | Gap | Note] = []
+        if seg.flags & SYN:
+            side.reasm.syn(seg.seq)
+            if direction is Direction.C2S:
+                conv.isn_client = seg.seq
+        if seg.flags & ACK:
+            events_peer = conv.sides[direction.other].reasm.peer_ack(seg.ack, number, ts)
+            if events_peer:
+                yield from self._stream(conv, direction.other, events_peer, ts)
+        if seg.payload or seg.flags & FIN:
+            events = side.reasm.segment(seg.seq, seg.payload, bool(seg.flags & FIN), number, ts)
+            if events:
+                yield from self._stream(conv, direction, events, ts)
+                # Heuristics may have swapped the roles.
+                direction = Direction.C2S if conv.sides[Direction.C2S] is side else Direction.S2C
+        if seg.flags & FIN:
+            side.fin = True
+        if seg.flags & RST or (side.fin and conv.sides[direction.other].fin):
+            info.complete = not conv.midstream
+            yield from self._close(conv, ts)
+
+    def _open(self, seg: TcpSegment, ts: float) -> _Conversation:
+        a, b = (seg.src, seg.sport), (seg.dst, seg.dport)
+        midstream = not seg.flags & SYN
+        if seg.flags & SYN:
+            client, server = (a, b) if not seg.flags & ACK else (b, a)
+        elif self._port_proto(b[1]) or not self._port_proto(a[1]) and b[1] < a[1]:
+            client, server = a, b
+        else:
+            client, server = b, a
+        info = FlowInfo(id=len(self.flows) + 1, client=client, server=server, first_ts=ts, last_ts=ts)
+        self.flows.append(info)
+        conv = _Conversation(info, self.max_buffer, midstream)
+        name = self._port_proto(server[1]) or self._port_proto(client[1])
+        if name:
+            self._choose(conv, self.dissectors[name])
+        self._live[(client[0], client[1], server[0], server[1])] = conv
+        return conv
+
+    def _port_proto(self, port: int) -> str | None:
+        return self.decode_as.get(port) or self.by_port.get(port)
+
+    def _choose(self, conv: _Conversation, dissector: Dissector) -> None:
+        conv.dissector = dissector
+        conv.conn = dissector.connection(conv.midstream)
+        conv.info.protocol = dissector.name
+        conv.undecided = False
+
+    def _sniff(self, conv: _Conversation, direction: Direction) -> bool:
+        """Try the heuristics; True when it swapped the client and server roles."""
+        data = bytes(conv.sides[direction].sniff_buf)
+        best: tuple[float, Dissector | None, bool | None] = (0.0, None, None)
+        for d in self.dissectors.values():
+            try:
+                verdict = d.sniff(data)
+            except Exception:  # a heuristic must never take the engine down
+                continue
+            if verdict.confidence > best[0]:
+                best = (verdict.confidence, d, verdict.from_client)
+        confidence, dissector, from_client = best
+        if dissector is None or confidence < SNIFF_THRESHOLD:
+            if len(data) >= SNIFF_LIMIT:
+                conv.undecided = False  # give up: the conversation stays undecoded
+            return False
+        swap = conv.midstream and from_client is not None and from_client != (direction is Direction.C2S)
+        if swap:
+            self._swap_roles(conv)
+        self._choose(conv, dissector)
+        return swap
+
+    def _swap_roles(self, conv: _Conversation) -> None:
+        info = conv.info
+        info.client, info.server = info.server, info.client
+        info.bytes = {Direction.C2S: info.bytes[Direction.S2C], Direction.S2C: info.bytes[Direction.C2S]}
+        c, s = conv.sides[Direction.C2S], conv.sides[Direction.S2C]
+        conv.sides = {Direction.C2S: s, Direction.S2C: c}
+        conv.pending = [(d.other, ev) for d, ev in conv.pending]
+        key_old = next(k for k, v in self._live.items() if v is conv)
+        del self._live[key_old]
+        self._live[(info.client[0], info.client[1], info.server[0], info.server[1])] = conv
+
+    # ------------------------------------------------------------------ streams
+    def _stream(self, conv: _Conversation, direction: Direction, events: list[Data | Gap | Note],
+                ts: float) -> Iterator[Event]:
+        info = conv.info
+        for ev in events:
+            if isinstance(ev, Note):
+                ev.finding.flow = info.id
+                yield from self._account(conv, ev.finding)
+                continue
+            if isinstance(ev, Gap):
+                f = GAP(f"{ev.length} bytes missing from the {direction} stream at offset {ev.offset} "
+                        f"(capture loss)")
+                f.flow, f.frame = info.id, ev.packet
+                yield from self._account(conv, f)
+            else:
+                info.bytes[direction] += len(ev.data)
+            if conv.undecided:
+                conv.pending.append((direction, ev))
+                if isinstance(ev, Data):
+                    buf = conv.sides[direction].sniff_buf
+                    if len(buf) < SNIFF_LIMIT:
+                        buf += ev.data[:SNIFF_LIMIT - len(buf)]
+                    if self._sniff(conv, direction):
+                        direction = direction.other
+                if conv.conn is not None:
+                    pending, conv.pending = conv.pending, []
+                    for d, p in pending:
+                        yield from self._deliver(conv, d, p)
+                elif not conv.undecided:
+                    conv.pending.clear()
+                continue
+            if conv.conn is not None:
+                yield from self._deliver(conv, direction, ev)
+
+    def _deliver(self, conv: _Conversation, direction: Direction, ev: Data | Gap) -> Iterator[Event]:
+        side = conv.sides[direction]
+        conn = conv.conn
+        assert conn is not None
+        try:
+            if isinstance(ev, Gap):
+                out = conn.gap(direction, ev.length, ev.ts)
+            else:
+                side.segments.append((ev.offset + len(ev.data), ev.packet, ev.ts))
+                if len(side.segments) > 100_000:
+                    side.segments.popleft()
+                out = conn.feed(direction, ev.data, ev.ts)
+            yield from self._emit(conv, out)
+        except Exception as exc:  # a dissector bug must not end the whole analysis
+            yield from self._account(conv, _dissector_crash(conv, exc))
+
+    def _emit(self, conv: _Conversation, out: Iterable[Event]) -> Iterator[Event]:
+        info = conv.info
+        for ev in out:
+            if isinstance(ev, Frame):
+                side = conv.sides[ev.direction]
+                first, last, ts = side.packets_for(ev.offset, ev.offset + ev.size)
+                ev.packets = (first, last)
+                ev.ts = ts
+                ev.flow = info.id
+                ev.src = side.endpoint
+                ev.dst = conv.sides[ev.direction.other].endpoint
+                ev.protocol = info.protocol or ""
+                if ev.dialect:
+                    info.dialect = ev.dialect
+                info.frames += 1
+                for f in ev.findings:
+                    f.flow, f.frame = info.id, last
+                    info.findings[f.severity] += 1
+                yield ev
+            else:
+                ev.flow = info.id
+                if ev.related is not None:
+                    ev.frame = ev.related.packets[1]
+                    ev.related = None
+                yield from self._account(conv, ev)
+
+    def _account(self, conv: _Conversation, f: Finding) -> Iterator[Finding]:
+        conv.info.findings[f.severity] += 1
+        yield f
+
+    def _close(self, conv: _Conversation, ts: float) -> Iterator[Event]:
+        if conv.closed:
+            return
+        conv.closed = True
+        for direction, side in conv.sides.items():
+            events = side.reasm.flush(ts)
+            if events:
+                yield from self._stream(conv, direction, events, ts)
+        if conv.undecided and conv.pending and self.dissectors:
+            # Short conversation: decide on whatever arrived.
+            for direction in (Direction.C2S, Direction.S2C):
+                if conv.sides[direction].sniff_buf and conv.conn is None:
+                    self._sniff(conv, direction)
+            if conv.conn is not None:
+                pending, conv.pending = conv.pending, []
+                for d, p in pending:
+                    yield from self._deliver(conv, d, p)
+        if conv.conn is not None:
+            try:
+                yield from self._emit(conv, conv.conn.end(ts))
+            except Exception as exc:
+                yield from self._account(conv, _dissector_crash(conv, exc))
+            if conv.conn.dialect:
+                conv.info.dialect = conv.conn.dialect
+        for k, v in list(self._live.items()):
+            if v is conv:
+                del self._live[k]
+
+
+def _dissector_crash(conv: _Conversation, exc: Exception) -> Finding:
+    f = DISSECTOR_ERROR(f"{conv.info.protocol} dissector failed: {type(exc).__name__}: {exc}")
+    f.flow = conv.info.id
+    return f
+
+
+
+def analyze_file(path: str, decode_as: dict[int, str] | None = None) -> Iterator[Event]:
+    """Convenience: every frame and finding of one capture file, in order."""
+    return Analyzer(decode_as=decode_as).run(read_packets(path))

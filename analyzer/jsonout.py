@@ -1,0 +1,88 @@
+"""The JSON Lines contract (see README): one object per frame or per free-standing finding."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from analyzer.api import Field, Finding, Frame
+
+
+def plain(value: Any) -> Any:
+    """A JSON-friendly value: bytes as text when printable UTF-8, else as hex."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        raw = bytes(value)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return raw.hex()
+        if text.isprintable() or all(c.isprintable() or c in "\r\n\t" for c in text):
+            return text
+        return raw.hex()
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
+
+
+def fields_json(fields: Sequence[Field]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for f in fields:
+        value = field_json(f)
+        if f.name in out:
+            # Repeated names (e.g. several data sections) become a list, in wire order.
+            prev = out[f.name]
+            if isinstance(prev, _Repeated):
+                prev.append(value)
+            else:
+                out[f.name] = _Repeated([prev, value])
+        else:
+            out[f.name] = value
+    return {k: (list(v) if isinstance(v, _Repeated) else v) for k, v in out.items()}
+
+
+class _Repeated(list):
+    pass
+
+
+def field_json(f: Field) -> Any:
+    if f.children is None:
+        return plain(f.value)
+    if f.is_list:
+        if f.value is None and not f.children:
+            return None
+        return [field_json(c) for c in f.children]
+    return fields_json(f.children)
+
+
+def frame_json(frame: Frame) -> dict[str, Any]:
+    return {
+        "type": "frame",
+        "frame": frame.packets[1],
+        "packets": [frame.packets[0], frame.packets[1]],
+        "ts": frame.ts,
+        "flow": frame.flow,
+        "src": frame.src,
+        "dst": frame.dst,
+        "direction": str(frame.direction),
+        "protocol": frame.protocol,
+        "dialect": frame.dialect,
+        "command": frame.command,
+        "code": frame.code,
+        "size": frame.size,
+        "info": frame.info,
+        "fields": fields_json(frame.fields),
+        "findings": [f.to_json() for f in frame.findings],
+    }
+
+
+def finding_json(f: Finding) -> dict[str, Any]:
+    return {"type": "finding", "flow": f.flow, "frame": f.frame, **f.to_json()}
+
+
+def dumps(obj: dict[str, Any]) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
