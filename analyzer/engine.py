@@ -6,14 +6,15 @@ addresses) and hands each dissector only ordered bytes per direction.
 
 from __future__ import annotations
 
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from analyzer.api import Category, Connection, Direction, Dissector, Event, Finding, Frame, Rule, Severity
 from analyzer.capture import RawPacket, read_packets
 from analyzer.packets import ACK, FIN, RST, SYN, LinkDecoder, TcpSegment
-from analyzer.reassembly import GAP, RULES as TCP_RULES, Data, Gap, Note, StreamReassembler
+from analyzer.reassembly import GAP, Data, Gap, Note, StreamReassembler
+from analyzer.reassembly import RULES as TCP_RULES
 from analyzer.registry import load_dissectors
 
 TRUNCATED_PACKET = Rule("capture.truncated_packet", Severity.WARNING, Category.TRUNCATED,
@@ -27,6 +28,8 @@ ENGINE_RULES: tuple[Rule, ...] = (*TCP_RULES, TRUNCATED_PACKET, UNKNOWN_LINKTYPE
 #: Bytes of one direction kept for heuristics before giving up on recognising the protocol.
 SNIFF_LIMIT = 4096
 SNIFF_THRESHOLD = 0.5
+#: Closed conversations remembered to absorb their trailing packets.
+CLOSED_KEEP = 4096
 
 
 class NoDecodableLinkType(Exception):
@@ -120,6 +123,8 @@ class Analyzer:
                 self.by_port.setdefault(p, d.name)
         self.flows: list[FlowInfo] = []
         self._live: dict[tuple[str, int, str, int], _Conversation] = {}
+        # Conversations closed by FIN/RST, so their last ACKs do not open a new one.
+        self._closed: OrderedDict[tuple[str, int, str, int], _Conversation] = OrderedDict()
         self.linkdec = LinkDecoder()
         self.packets = 0
         self.first_ts: float | None = None
@@ -168,6 +173,11 @@ class Analyzer:
             yield from self._close(conv, ts)
             conv = None
         if conv is None:
+            old = self._closed.get(key) or self._closed.get(rkey)
+            if old is not None and not seg.flags & SYN:
+                old.info.packets += 1  # a straggler (last ACK, late retransmission) of a closed one
+                old.info.last_ts = ts
+                return
             conv = self._open(seg, ts)
         info = conv.info
         direction = Direction.C2S if (seg.src, seg.sport) == info.client else Direction.S2C
@@ -362,6 +372,9 @@ class Analyzer:
         for k, v in list(self._live.items()):
             if v is conv:
                 del self._live[k]
+                self._closed[k] = conv
+                if len(self._closed) > CLOSED_KEEP:
+                    self._closed.popitem(last=False)
 
 
 def _dissector_crash(conv: _Conversation, exc: Exception) -> Finding:

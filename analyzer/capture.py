@@ -1,0 +1,209 @@
+"""Reading capture files: pcap (both byte orders, µs and ns) and pcapng, optionally gzip-compressed.
+
+Streaming: the file is read in large chunks and parsed with ``struct.unpack_from``, so memory does
+not grow with the file and no per-packet object is built beyond :class:`RawPacket`.
+"""
+
+from __future__ import annotations
+
+import gzip
+import struct
+from collections.abc import Iterator
+from typing import BinaryIO, NamedTuple
+
+CHUNK = 1 << 20
+#: A record claiming more than this is corrupt; no real link layer carries it, and trusting it would
+#: make a broken length read the rest of the file into memory.
+MAX_RECORD = 64 << 20
+
+PCAP_MAGIC = {
+    b"\xd4\xc3\xb2\xa1": ("<", 1e-6),
+    b"\xa1\xb2\xc3\xd4": (">", 1e-6),
+    b"\x4d\x3c\xb2\xa1": ("<", 1e-9),
+    b"\xa1\xb2\x3c\x4d": (">", 1e-9),
+}
+PCAPNG_SHB = b"\x0a\x0d\x0d\x0a"
+
+
+class CaptureError(Exception):
+    """The file cannot be read as a capture (missing, unreadable, not a capture, truncated, corrupt)."""
+
+
+class RawPacket(NamedTuple):
+    number: int  # 1-based, counting every packet record of the file
+    ts: float  # epoch seconds
+    linktype: int
+    data: bytes  # the captured bytes
+    orig_len: int  # length on the wire (larger than len(data) when cut by the snap length)
+
+
+class _Chunks:
+    """A window over a binary file that hands out byte ranges without re-reading."""
+
+    __slots__ = ("f", "buf", "pos", "consumed", "eof")
+
+    def __init__(self, f: BinaryIO, head: bytes = b"") -> None:
+        self.f = f
+        self.buf = head
+        self.pos = 0
+        self.consumed = 0  # file offset of buf[0]
+        self.eof = False
+
+    def need(self, n: int) -> bool:
+        """Make ``n`` bytes available from ``pos``; False at end of file."""
+        while len(self.buf) - self.pos < n:
+            if self.eof:
+                return False
+            more = self.f.read(max(CHUNK, n))
+            if not more:
+                self.eof = True
+                return False
+            self.consumed += self.pos
+            self.buf = self.buf[self.pos:] + more
+            self.pos = 0
+        return True
+
+    @property
+    def file_offset(self) -> int:
+        return self.consumed + self.pos
+
+
+def read_packets(path: str) -> Iterator[RawPacket]:
+    """Every packet of a pcap or pcapng file (gzip-compressed too). Raises CaptureError."""
+    try:
+        f: BinaryIO = open(path, "rb")  # noqa: SIM115 - closed in the finally below
+    except OSError as exc:
+        raise CaptureError(f"cannot open {path}: {exc.strerror or exc}") from None
+    try:
+        try:
+            head = f.read(4)
+            if head[:2] == b"\x1f\x8b":
+                f.close()
+                f = gzip.open(path, "rb")  # type: ignore[assignment]
+                head = f.read(4)
+        except (OSError, EOFError) as exc:
+            raise CaptureError(f"cannot read {path}: {exc}") from None
+        if len(head) < 4:
+            raise CaptureError(f"{path}: not a capture file (too short)")
+        if head in PCAP_MAGIC:
+            yield from _read_pcap(path, _Chunks(f, head))
+        elif head == PCAPNG_SHB:
+            yield from _read_pcapng(path, _Chunks(f, head))
+        else:
+            raise CaptureError(f"{path}: not a pcap or pcapng capture (magic {head.hex()})")
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise CaptureError(f"cannot read {path}: {exc}") from None
+    finally:
+        f.close()
+
+
+def _read_pcap(path: str, ch: _Chunks) -> Iterator[RawPacket]:
+    if not ch.need(24):
+        raise CaptureError(f"{path}: truncated pcap file header")
+    endian, unit = PCAP_MAGIC[ch.buf[:4]]
+    _, _, _, _, _, _snaplen, network = struct.unpack_from(endian + "IHHiIII", ch.buf, 0)
+    linktype = network & 0x03FFFFFF  # upper bits carry FCS information
+    ch.pos = 24
+    rec = struct.Struct(endian + "IIII")
+    unpack = rec.unpack_from
+    number = 0
+    while True:
+        if not ch.need(16):
+            if len(ch.buf) - ch.pos:
+                raise CaptureError(f"{path}: truncated capture file (partial record header after packet {number})")
+            return
+        sec, frac, incl, orig = unpack(ch.buf, ch.pos)
+        if incl > MAX_RECORD:
+            raise CaptureError(f"{path}: corrupt record after packet {number} (claims {incl} bytes)")
+        if not ch.need(16 + incl):
+            raise CaptureError(f"{path}: truncated capture file (packet {number + 1} is cut short)")
+        start = ch.pos + 16
+        number += 1
+        yield RawPacket(number, sec + frac * unit, linktype, ch.buf[start:start + incl], orig)
+        ch.pos = start + incl
+
+
+class _Iface(NamedTuple):
+    linktype: int
+    snaplen: int
+    units: float  # timestamp units per second
+    offset: int  # seconds added to every timestamp
+
+
+def _read_pcapng(path: str, ch: _Chunks) -> Iterator[RawPacket]:
+    endian = "<"
+    ifaces: list[_Iface] = []
+    number = 0
+    hdr_le = struct.Struct("<II")
+    hdr_be = struct.Struct(">II")
+    epb = struct.Struct("<IIIII")
+    while True:
+        if not ch.need(12):
+            if len(ch.buf) - ch.pos:
+                raise CaptureError(f"{path}: truncated capture file (partial block after packet {number})")
+            return
+        buf, pos = ch.buf, ch.pos
+        if buf[pos:pos + 4] == PCAPNG_SHB:
+            bom = buf[pos + 8:pos + 12]
+            if bom == b"\x4d\x3c\x2b\x1a":
+                endian = "<"
+            elif bom == b"\x1a\x2b\x3c\x4d":
+                endian = ">"
+            else:
+                raise CaptureError(f"{path}: corrupt pcapng section header")
+            epb = struct.Struct(endian + "IIIII")
+            ifaces = []
+        btype, blen = (hdr_le if endian == "<" else hdr_be).unpack_from(buf, pos)
+        if blen < 12 or blen % 4 or blen > MAX_RECORD:
+            raise CaptureError(f"{path}: corrupt pcapng block at byte {ch.file_offset} (length {blen})")
+        if not ch.need(blen):
+            raise CaptureError(f"{path}: truncated capture file (block after packet {number} is cut short)")
+        buf, pos = ch.buf, ch.pos
+        body = pos + 8
+        end = pos + blen - 4
+        if btype == 6:  # Enhanced Packet Block
+            iface, hi, lo, cap, orig = epb.unpack_from(buf, body)
+            if iface >= len(ifaces) or body + 20 + cap > end:
+                raise CaptureError(f"{path}: corrupt enhanced packet block after packet {number}")
+            info = ifaces[iface]
+            number += 1
+            yield RawPacket(number, ((hi << 32) | lo) / info.units + info.offset, info.linktype,
+                            buf[body + 20:body + 20 + cap], orig)
+        elif btype == 3:  # Simple Packet Block: interface 0, no timestamp
+            if not ifaces:
+                raise CaptureError(f"{path}: simple packet block before any interface description")
+            (orig,) = struct.unpack_from(endian + "I", buf, body)
+            cap = min(orig, end - body - 4)
+            if ifaces[0].snaplen:
+                cap = min(cap, ifaces[0].snaplen)
+            number += 1
+            yield RawPacket(number, 0.0, ifaces[0].linktype, buf[body + 4:body + 4 + cap], orig)
+        elif btype == 2:  # obsolete Packet Block
+            iface, _drops, hi, lo, cap, orig = struct.unpack_from(endian + "HHIIII", buf, body)
+            if iface >= len(ifaces) or body + 20 + cap > end:
+                raise CaptureError(f"{path}: corrupt packet block after packet {number}")
+            info = ifaces[iface]
+            number += 1
+            yield RawPacket(number, ((hi << 32) | lo) / info.units + info.offset, info.linktype,
+                            buf[body + 20:body + 20 + cap], orig)
+        elif btype == 1:  # Interface Description Block
+            ifaces.append(_parse_idb(buf, body, end, endian))
+        ch.pos = pos + blen
+
+
+def _parse_idb(buf: bytes, body: int, end: int, endian: str) -> _Iface:
+    linktype, _reserved, snaplen = struct.unpack_from(endian + "HHI", buf, body)
+    units, offset = 1e6, 0
+    opt = body + 8
+    while opt + 4 <= end:
+        code, length = struct.unpack_from(endian + "HH", buf, opt)
+        if code == 0:
+            break
+        val = opt + 4
+        if code == 9 and length >= 1:  # if_tsresol
+            r = buf[val]
+            units = float(2 ** (r & 0x7F)) if r & 0x80 else float(10 ** r)
+        elif code == 14 and length >= 8:  # if_tsoffset
+            (offset,) = struct.unpack_from(endian + "q", buf, val)
+        opt = val + ((length + 3) & ~3)
+    return _Iface(linktype, snaplen, units, offset)

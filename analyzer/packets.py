@@ -1,0 +1,168 @@
+"""From a captured packet to its TCP segment: link layers, IPv4/IPv6, TCP.
+
+Plain ``struct`` over bytes; no scapy on this path. Anything that is not TCP is counted and skipped.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from typing import NamedTuple
+
+from analyzer.capture import RawPacket
+
+FIN, SYN, RST, PSH, ACK = 0x01, 0x02, 0x04, 0x08, 0x10
+
+LINKTYPE_NULL = 0
+LINKTYPE_ETHERNET = 1
+LINKTYPE_RAW = 101
+LINKTYPE_LOOP = 108
+LINKTYPE_SLL = 113
+LINKTYPE_IPV4 = 228
+LINKTYPE_IPV6 = 229
+LINKTYPE_SLL2 = 276
+
+ETH_IPV4, ETH_IPV6 = 0x0800, 0x86DD
+VLAN_TAGS = frozenset((0x8100, 0x88A8, 0x9100))
+# IPv6 extension headers skipped on the way to TCP (the fragment header is handled apart).
+IPV6_EXT = frozenset((0, 43, 60, 51, 135, 139, 140))
+
+_u16 = struct.Struct("!H").unpack_from
+_tcp = struct.Struct("!HHIIBB").unpack_from
+
+
+class TcpSegment(NamedTuple):
+    src: str
+    dst: str
+    sport: int
+    dport: int
+    seq: int
+    ack: int
+    flags: int
+    payload: bytes
+    truncated: bool  # the capture holds fewer bytes than the IP header announces
+
+
+class LinkDecoder:
+    """Decodes packets to TCP segments and keeps count of what it skipped."""
+
+    __slots__ = ("non_tcp", "unsupported", "unknown_linktype", "malformed", "fragments", "_addr4", "_addr6")
+
+    def __init__(self) -> None:
+        self.non_tcp = 0
+        self.unsupported = 0
+        self.unknown_linktype: set[int] = set()
+        self.malformed = 0
+        self.fragments = 0
+        self._addr4: dict[bytes, str] = {}
+        self._addr6: dict[bytes, str] = {}
+
+    def decode(self, pkt: RawPacket) -> TcpSegment | None:
+        data = pkt.data
+        lt = pkt.linktype
+        try:
+            if lt == LINKTYPE_ETHERNET:
+                off, etype = 12, _u16(data, 12)[0]
+                while etype in VLAN_TAGS:
+                    off += 4
+                    etype = _u16(data, off)[0]
+                off += 2
+            elif lt == LINKTYPE_SLL2:
+                off, etype = 20, _u16(data, 0)[0]
+            elif lt == LINKTYPE_SLL:
+                off, etype = 16, _u16(data, 14)[0]
+            elif lt == LINKTYPE_NULL or lt == LINKTYPE_LOOP:
+                off, etype = 4, _null_family(data, lt)
+            elif lt == LINKTYPE_RAW or lt == 12 or lt == 14:
+                off, etype = 0, ETH_IPV4 if data[0] >> 4 == 4 else ETH_IPV6
+            elif lt == LINKTYPE_IPV4:
+                off, etype = 0, ETH_IPV4
+            elif lt == LINKTYPE_IPV6:
+                off, etype = 0, ETH_IPV6
+            else:
+                self.unsupported += 1
+                self.unknown_linktype.add(lt)
+                return None
+            if etype == ETH_IPV4:
+                return self._ipv4(data, off, pkt.orig_len - len(data))
+            if etype == ETH_IPV6:
+                return self._ipv6(data, off, pkt.orig_len - len(data))
+            self.non_tcp += 1
+            return None
+        except (struct.error, IndexError):
+            self.malformed += 1
+            return None
+
+    def _ipv4(self, data: bytes, off: int, cut: int) -> TcpSegment | None:
+        vihl = data[off]
+        if vihl >> 4 != 4:
+            self.malformed += 1
+            return None
+        ihl = (vihl & 0x0F) * 4
+        total = _u16(data, off + 2)[0]
+        if data[off + 9] != 6:
+            self.non_tcp += 1
+            return None
+        if _u16(data, off + 6)[0] & 0x3FFF:  # more-fragments or a fragment offset
+            self.fragments += 1
+            return None
+        a4 = self._addr4
+        raw_src, raw_dst = data[off + 12:off + 16], data[off + 16:off + 20]
+        src = a4.get(raw_src) or a4.setdefault(raw_src, socket.inet_ntop(socket.AF_INET, raw_src))
+        dst = a4.get(raw_dst) or a4.setdefault(raw_dst, socket.inet_ntop(socket.AF_INET, raw_dst))
+        # TSO captures carry a total length of 0; trust the captured bytes then.
+        end = off + total if total else len(data) + cut
+        return self._tcp(data, off + ihl, end, src, dst)
+
+    def _ipv6(self, data: bytes, off: int, cut: int) -> TcpSegment | None:
+        if data[off] >> 4 != 6:
+            self.malformed += 1
+            return None
+        plen = _u16(data, off + 4)[0]
+        nxt = data[off + 6]
+        a6 = self._addr6
+        raw_src, raw_dst = data[off + 8:off + 24], data[off + 24:off + 40]
+        if len(raw_dst) < 16:
+            raise IndexError
+        src = a6.get(raw_src) or a6.setdefault(raw_src, socket.inet_ntop(socket.AF_INET6, raw_src))
+        dst = a6.get(raw_dst) or a6.setdefault(raw_dst, socket.inet_ntop(socket.AF_INET6, raw_dst))
+        end = off + 40 + plen if plen else len(data) + cut
+        off += 40
+        for _ in range(16):  # a bounded walk over extension headers
+            if nxt == 6:
+                return self._tcp(data, off, end, src, dst)
+            if nxt == 44:  # fragment header
+                if _u16(data, off + 2)[0] & 0xFFF9:
+                    self.fragments += 1
+                    return None
+                nxt, off = data[off], off + 8
+            elif nxt == 51:  # AH counts 4-byte words
+                nxt, off = data[off], off + (data[off + 1] + 2) * 4
+            elif nxt in IPV6_EXT:
+                nxt, off = data[off], off + (data[off + 1] + 1) * 8
+            else:
+                break
+        self.non_tcp += 1
+        return None
+
+    def _tcp(self, data: bytes, off: int, end: int, src: str, dst: str) -> TcpSegment | None:
+        sport, dport, seq, ack, doff, flags = _tcp(data, off)
+        start = off + (doff >> 4) * 4
+        if start < off + 20 or start > end:
+            self.malformed += 1
+            return None
+        have = len(data)
+        payload = data[start:end] if end <= have else data[start:]
+        return TcpSegment(src, dst, sport, dport, seq, ack, flags, payload, end > have)
+
+
+def _null_family(data: bytes, lt: int) -> int:
+    """BSD loopback: an address family, host byte order for NULL, network order for LOOP."""
+    fam = struct.unpack_from(">I" if lt == LINKTYPE_LOOP else "<I", data, 0)[0]
+    if fam > 0xFFFF:
+        fam = struct.unpack_from(">I", data, 0)[0]
+    if fam == 2:
+        return ETH_IPV4
+    if fam in (10, 24, 28, 30):
+        return ETH_IPV6
+    return -1

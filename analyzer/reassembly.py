@@ -1,0 +1,195 @@
+"""TCP reassembly of one direction: sequence numbers in, ordered stream bytes and gaps out.
+
+Positions are kept as 64-bit stream offsets (0 = the first byte after the SYN, or the first byte
+seen when the capture starts mid-connection), so 32-bit sequence wraparound costs nothing.
+
+A hole is declared lost (a :class:`Gap`) only when the capture cannot fill it any more: the peer
+acknowledged bytes beyond it while later data waits, the out-of-order buffer overflows, or the
+stream is flushed at the end. A hole the peer has not acknowledged may still be filled by a
+retransmission, so it is waited for.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from analyzer.api import Category, Finding, Rule, Severity
+
+GAP = Rule("tcp.gap", Severity.WARNING, Category.CAPTURE,
+           "Bytes of a TCP stream are missing from the capture; decoding resynchronises after the hole")
+OVERLAP_MISMATCH = Rule("tcp.overlap_mismatch", Severity.WARNING, Category.CAPTURE,
+                        "A retransmitted or overlapping TCP segment carries bytes that differ from the first copy")
+BUFFER_OVERFLOW = Rule("tcp.buffer_overflow", Severity.WARNING, Category.CAPTURE,
+                       "Out-of-order data exceeded the reassembly buffer; the hole was given up as lost")
+RULES: tuple[Rule, ...] = (GAP, OVERLAP_MISMATCH, BUFFER_OVERFLOW)
+
+MOD = 1 << 32
+HALF = 1 << 31
+TAIL_KEEP = 64 * 1024  # delivered bytes kept to compare retransmissions with
+
+
+class Data(NamedTuple):
+    offset: int
+    data: bytes
+    packet: int
+    ts: float
+
+
+class Gap(NamedTuple):
+    offset: int
+    length: int
+    packet: int
+    ts: float
+
+
+class Note(NamedTuple):
+    finding: Finding
+
+
+Event = Data | Gap | Note
+
+
+class StreamReassembler:
+    __slots__ = ("max_buffer", "next_seq", "next_abs", "pending", "pending_bytes", "tail", "tail_start",
+                 "fin_abs", "acked_abs")
+
+    def __init__(self, max_buffer: int = 8 * 1024 * 1024) -> None:
+        self.max_buffer = max_buffer
+        self.next_seq: int | None = None  # sequence number of the next expected byte
+        self.next_abs = 0  # its stream offset
+        self.pending: dict[int, tuple[bytes, int, float]] = {}  # offset -> (data, packet, ts)
+        self.pending_bytes = 0
+        self.tail = bytearray()  # the last delivered bytes, ending at next_abs
+        self.tail_start = 0
+        self.fin_abs: int | None = None
+        self.acked_abs = 0  # highest offset the peer acknowledged
+
+    def syn(self, seq: int) -> None:
+        if self.next_seq is None or self.next_abs == 0 and not self.pending:
+            self.next_seq = (seq + 1) % MOD
+            self.next_abs = 0
+
+    def _abs(self, seq: int) -> int:
+        d = (seq - self.next_seq) % MOD  # type: ignore[operator]
+        if d >= HALF:
+            d -= MOD
+        return self.next_abs + d
+
+    def segment(self, seq: int, payload: bytes, fin: bool, packet: int, ts: float) -> list[Event]:
+        if self.next_seq is None:
+            self.next_seq, self.next_abs = seq, 0  # the capture starts mid-stream
+        start = self._abs(seq)
+        n = len(payload)
+        if fin:
+            end = start + n
+            if self.fin_abs is None or end < self.fin_abs:
+                self.fin_abs = end
+        if not n:
+            return []
+        nxt = self.next_abs
+        if start == nxt and not self.pending:  # the common case: the next bytes, in order
+            self._advance(payload, n)
+            return [Data(start, payload, packet, ts)]
+        out: list[Event] = []
+        if start < nxt:
+            overlap = min(nxt, start + n) - start
+            self._compare(start, payload[:overlap], out)
+            if start + n <= nxt:
+                return out  # a retransmission of delivered bytes
+            payload, start, n = payload[overlap:], nxt, n - overlap
+        if start == nxt:
+            self._advance(payload, n)
+            out.append(Data(start, payload, packet, ts))
+            self._drain(out)
+            return out
+        old = self.pending.get(start)
+        if old is None or len(old[0]) < n:
+            if old is not None:
+                self.pending_bytes -= len(old[0])
+            self.pending[start] = (payload, packet, ts)
+            self.pending_bytes += n
+        if self.acked_abs > nxt:
+            self._lose(min(self.acked_abs, min(self.pending)), packet, ts, out)
+        elif self.pending_bytes > self.max_buffer:
+            out.append(Note(BUFFER_OVERFLOW(
+                f"{self.pending_bytes} bytes waited behind a hole at offset {nxt}; limit {self.max_buffer}")))
+            self._lose(min(self.pending), packet, ts, out)
+        return out
+
+    def peer_ack(self, ack: int, packet: int, ts: float) -> list[Event]:
+        """The other side acknowledged up to ``ack``: bytes before it will not be retransmitted."""
+        if self.next_seq is None:
+            # Mid-stream start: the acknowledgement tells where this direction stands.
+            self.next_seq, self.next_abs = ack, 0
+            return []
+        a = self._abs(ack)
+        if self.fin_abs is not None and a > self.fin_abs:
+            a = self.fin_abs
+        if a <= self.acked_abs:
+            return []
+        self.acked_abs = a
+        if self.pending and a > self.next_abs:
+            out: list[Event] = []
+            self._lose(min(a, min(self.pending)), packet, ts, out)
+            return out
+        return []
+
+    def flush(self, ts: float) -> list[Event]:
+        """End of capture: whatever waits behind holes is delivered, the holes reported."""
+        out: list[Event] = []
+        while self.pending:
+            first = min(self.pending)
+            self._lose(first, self.pending[first][1], ts, out)
+        return out
+
+    # ------------------------------------------------------------------ internals
+    def _advance(self, payload: bytes, n: int) -> None:
+        self.next_abs += n
+        self.next_seq = (self.next_seq + n) % MOD  # type: ignore[operator]
+        tail = self.tail
+        tail += payload
+        if len(tail) > 2 * TAIL_KEEP:
+            cut = len(tail) - TAIL_KEEP
+            del tail[:cut]
+            self.tail_start += cut
+
+    def _compare(self, start: int, data: bytes, out: list[Event]) -> None:
+        """Bytes at ``start`` were delivered already; report if this copy differs."""
+        lo = max(start, self.tail_start)
+        if lo >= start + len(data):
+            return
+        old = self.tail[lo - self.tail_start:lo - self.tail_start + (start + len(data) - lo)]
+        new = data[lo - start:]
+        if old != new:
+            out.append(Note(OVERLAP_MISMATCH(
+                f"{len(new)} bytes at stream offset {lo} were sent again with different content")))
+
+    def _lose(self, upto: int, packet: int, ts: float, out: list[Event]) -> None:
+        """Give up on the bytes before ``upto``, then deliver whatever is now in order."""
+        nxt = self.next_abs
+        if upto > nxt:
+            out.append(Gap(nxt, upto - nxt, packet, ts))
+            self.next_seq = (self.next_seq + upto - nxt) % MOD  # type: ignore[operator]
+            self.next_abs = upto
+            self.tail.clear()
+            self.tail_start = upto
+        self._drain(out)
+
+    def _drain(self, out: list[Event]) -> None:
+        pending = self.pending
+        while pending:
+            first = min(pending)
+            nxt = self.next_abs
+            if first > nxt:
+                return
+            data, packet, ts = pending.pop(first)
+            self.pending_bytes -= len(data)
+            end = first + len(data)
+            if first < nxt:
+                overlap = min(nxt, end) - first
+                self._compare(first, data[:overlap], out)
+                if end <= nxt:
+                    continue
+                data, first = data[overlap:], nxt
+            self._advance(data, len(data))
+            out.append(Data(first, data, packet, ts))
