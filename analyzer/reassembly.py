@@ -140,6 +140,10 @@ class StreamReassembler:
         while self.pending:
             first = min(self.pending)
             self._lose(first, self.pending[first][1], ts, out)
+        # Bytes the FIN or the peer's acknowledgement prove were sent, but the capture never saw.
+        end = max(self.fin_abs or 0, self.acked_abs)
+        if self.next_seq is not None and end > self.next_abs:
+            self._lose(end, 0, ts, out)
         return out
 
     # ------------------------------------------------------------------ internals

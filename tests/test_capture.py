@@ -1,0 +1,123 @@
+"""Capture file input: pcap and pcapng variants, gzip, and every kind of bad file."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import struct
+from pathlib import Path
+
+import pytest
+
+from analyzer.capture import CaptureError, read_packets
+from analyzer.pcapwrite import CaptureWriter, TcpConversation, ip_packet
+
+TS = 1_700_000_000.25
+
+
+def one_conv() -> TcpConversation:
+    c = TcpConversation(ts=TS)
+    c.handshake()
+    c.send("c2s", b"x" * 3000, mss=1000)
+    c.close()
+    return c
+
+
+@pytest.mark.parametrize("fmt", ["pcap", "pcapng"])
+@pytest.mark.parametrize("big_endian", [False, True])
+@pytest.mark.parametrize("nano", [False, True])
+def test_formats_byte_orders_and_resolutions(tmp_path: Path, fmt, big_endian, nano):
+    p = tmp_path / "c.cap"
+    conv = one_conv()
+    with open(p, "wb") as f:
+        CaptureWriter(f, fmt=fmt, big_endian=big_endian, nanosecond=nano).write_segments(conv.segments)
+    pkts = list(read_packets(str(p)))
+    assert [x.number for x in pkts] == list(range(1, len(conv.segments) + 1))
+    assert all(x.linktype == 1 for x in pkts)
+    assert pkts[0].ts == pytest.approx(TS, abs=1e-6)
+    assert pkts[3].data[14:] == ip_packet(conv.segments[3])
+
+
+def _block(btype: int, body: bytes) -> bytes:
+    body += b"\x00" * (-len(body) % 4)
+    return struct.pack("<II", btype, len(body) + 12) + body + struct.pack("<I", len(body) + 12)
+
+
+def test_pcapng_several_interfaces_with_own_linktype_and_resolution(tmp_path: Path):
+    seg = one_conv().segments[3]
+    ip = ip_packet(seg)
+    shb = _block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1))
+    # Interface 0: Ethernet, microseconds. Interface 1: raw IP, nanoseconds, 100 s offset.
+    idb0 = _block(1, struct.pack("<HHI", 1, 0, 65535))
+    idb1 = _block(1, struct.pack("<HHI", 101, 0, 65535) + struct.pack("<HHB3x", 9, 1, 9)
+                  + struct.pack("<HHq", 14, 8, 100) + struct.pack("<HH", 0, 0))
+    eth = b"\x00" * 12 + b"\x08\x00" + ip
+    t_us, t_ns = 1_700_000_000_500_000, 1_700_000_000_000_000_123
+    epb0 = _block(6, struct.pack("<IIIII", 0, t_us >> 32, t_us & 0xFFFFFFFF, len(eth), len(eth)) + eth)
+    epb1 = _block(6, struct.pack("<IIIII", 1, t_ns >> 32, t_ns & 0xFFFFFFFF, len(ip), len(ip)) + ip)
+    spb = _block(3, struct.pack("<I", len(eth)) + eth)
+    p = tmp_path / "multi.pcapng"
+    p.write_bytes(shb + idb0 + idb1 + epb0 + epb1 + spb + _block(5, b"stats"))
+    pkts = list(read_packets(str(p)))
+    assert [(x.number, x.linktype) for x in pkts] == [(1, 1), (2, 101), (3, 1)]
+    assert pkts[0].ts == pytest.approx(1_700_000_000.5)
+    assert pkts[1].ts == pytest.approx(1_700_000_100.000000123)
+    assert pkts[1].data == ip and pkts[2].data == eth
+
+
+def test_gzip_compressed(tmp_path: Path):
+    buf = io.BytesIO()
+    CaptureWriter(buf).write_segments(one_conv().segments)
+    p = tmp_path / "c.pcap.gz"
+    p.write_bytes(gzip.compress(buf.getvalue()))
+    assert len(list(read_packets(str(p)))) == len(one_conv().segments)
+
+
+@pytest.mark.parametrize("fmt", ["pcap", "pcapng"])
+def test_truncated_file_yields_what_was_readable_then_fails(tmp_path: Path, fmt):
+    buf = io.BytesIO()
+    CaptureWriter(buf, fmt=fmt).write_segments(one_conv().segments)
+    p = tmp_path / "cut.cap"
+    p.write_bytes(buf.getvalue()[:-30])
+    got = []
+    with pytest.raises(CaptureError, match="truncated"):
+        for pkt in read_packets(str(p)):
+            got.append(pkt)
+    assert len(got) == len(one_conv().segments) - 1
+
+
+def test_snaplen_cut_packet_keeps_original_length(tmp_path: Path):
+    buf = io.BytesIO()
+    CaptureWriter(buf, snaplen=100).write_segments(one_conv().segments)
+    p = tmp_path / "snap.pcap"
+    p.write_bytes(buf.getvalue())
+    big = [x for x in read_packets(str(p)) if x.orig_len > 100]
+    assert big and all(len(x.data) == 100 for x in big)
+
+
+@pytest.mark.parametrize("content,match", [
+    (b"", "too short"),
+    (b"hello, this is not a capture", "not a pcap"),
+    (b"\xd4\xc3\xb2\xa1\x02\x00", "truncated pcap file header"),
+    (b"\x0a\x0d\x0d\x0a\x05\x00\x00\x00" + b"\x4d\x3c\x2b\x1a", "corrupt"),
+])
+def test_bad_files(tmp_path: Path, content, match):
+    p = tmp_path / "bad"
+    p.write_bytes(content)
+    with pytest.raises(CaptureError, match=match):
+        list(read_packets(str(p)))
+
+
+def test_missing_and_unreadable(tmp_path: Path):
+    with pytest.raises(CaptureError, match="cannot open"):
+        list(read_packets(str(tmp_path / "nope.pcap")))
+    with pytest.raises(CaptureError, match="cannot"):
+        list(read_packets(str(tmp_path)))  # a directory
+
+
+def test_absurd_record_length_is_an_error_not_an_allocation(tmp_path: Path):
+    hdr = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1)
+    p = tmp_path / "huge.pcap"
+    p.write_bytes(hdr + struct.pack("<IIII", 0, 0, 0xFFFFFFF0, 0xFFFFFFF0) + b"x" * 100)
+    with pytest.raises(CaptureError, match="corrupt"):
+        list(read_packets(str(p)))

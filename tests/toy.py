@@ -1,0 +1,88 @@
+"""A line-based toy protocol to exercise the engine without a real dissector."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from analyzer.api import (
+    Category,
+    Connection,
+    Direction,
+    Dissector,
+    Event,
+    Field,
+    Frame,
+    Rule,
+    Severity,
+    Sniff,
+)
+from analyzer.framing import ByteQueue
+
+BAD_LINE = Rule("toy.line.bad", Severity.WARNING, Category.VALUE, "A line starting with BAD")
+GAPPED = Rule("toy.stream.gap", Severity.NOTE, Category.CAPTURE, "The toy stream lost bytes")
+
+
+def _measure(buf: memoryview, pos: int) -> int:
+    end = bytes(buf[pos:]).find(b"\n")
+    return 0 if end < 0 else end + 1
+
+
+def _resync(buf: memoryview, pos: int) -> tuple[int, bool]:
+    end = bytes(buf[pos:]).find(b"\n")
+    return (len(buf), False) if end < 0 else (pos + end + 1, True)
+
+
+class ToyConnection(Connection):
+    def __init__(self, midstream: bool) -> None:
+        self.queues = {Direction.C2S: ByteQueue(), Direction.S2C: ByteQueue()}
+        self.raw: dict[Direction, bytearray] = {Direction.C2S: bytearray(), Direction.S2C: bytearray()}
+        self.gaps: list[tuple[Direction, int]] = []
+        self.ended = False
+
+    def feed(self, direction: Direction, data: bytes, ts: float) -> Iterable[Event]:
+        self.raw[direction] += data
+        q = self.queues[direction]
+        q.append(data)
+        for piece in q.cut(_measure, _resync):
+            if piece.junk:
+                continue
+            word = piece.data.split(b" ", 1)[0].strip().decode("ascii", "replace")
+            fr = Frame(direction, piece.offset, len(piece.data), word or "EMPTY", None, piece.data.strip().decode(
+                "ascii", "replace"), [Field("line", piece.data.rstrip(b"\n"), 0, len(piece.data) - 1)],
+                data=piece.data)
+            if word == "BAD":
+                fr.findings.append(BAD_LINE("bad line"))
+            yield fr
+
+    def gap(self, direction: Direction, length: int, ts: float) -> Iterable[Event]:
+        self.gaps.append((direction, length))
+        self.queues[direction].lost(length)
+        yield GAPPED(f"{length} bytes lost")
+
+    def end(self, ts: float) -> Iterable[Event]:
+        self.ended = True
+        return ()
+
+
+class ToyDissector(Dissector):
+    name = "toy"
+    title = "Toy line protocol"
+    default_ports = (7777,)
+
+    def __init__(self) -> None:
+        self.connections: list[ToyConnection] = []
+
+    def sniff(self, data: bytes) -> Sniff:
+        if data.startswith(b"HELLO"):
+            return Sniff(0.9, True)
+        if data.startswith(b"WELCOME"):
+            return Sniff(0.9, False)
+        return Sniff(0.0)
+
+    def connection(self, midstream: bool) -> Connection:
+        c = ToyConnection(midstream)
+        self.connections.append(c)
+        return c
+
+    def rules(self) -> list[Rule]:
+        return [BAD_LINE, GAPPED]
