@@ -104,23 +104,34 @@ def _read_pcap(path: str, ch: _Chunks) -> Iterator[RawPacket]:
     _, _, _, _, _, _snaplen, network = struct.unpack_from(endian + "IHHiIII", ch.buf, 0)
     linktype = network & 0x03FFFFFF  # upper bits carry FCS information
     ch.pos = 24
-    rec = struct.Struct(endian + "IIII")
-    unpack = rec.unpack_from
+    unpack = struct.Struct(endian + "IIII").unpack_from
     number = 0
+    # Hot loop: the window is kept in locals and handed back to ``ch`` only to refill it.
+    buf, pos = ch.buf, 24
+    have = len(buf)
     while True:
-        if not ch.need(16):
-            if len(ch.buf) - ch.pos:
-                raise CaptureError(f"{path}: truncated capture file (partial record header after packet {number})")
-            return
-        sec, frac, incl, orig = unpack(ch.buf, ch.pos)
-        if incl > MAX_RECORD:
-            raise CaptureError(f"{path}: corrupt record after packet {number} (claims {incl} bytes)")
-        if not ch.need(16 + incl):
-            raise CaptureError(f"{path}: truncated capture file (packet {number + 1} is cut short)")
-        start = ch.pos + 16
+        if pos + 16 > have:
+            ch.buf, ch.pos = buf, pos
+            if not ch.need(16):
+                if len(ch.buf) - ch.pos:
+                    raise CaptureError(f"{path}: truncated capture file (partial record header after packet {number})")
+                return
+            buf, pos, have = ch.buf, ch.pos, len(ch.buf)
+        sec, frac, incl, orig = unpack(buf, pos)
+        start = pos + 16
+        end = start + incl
+        if end > have:
+            if incl > MAX_RECORD:
+                raise CaptureError(f"{path}: corrupt record after packet {number} (claims {incl} bytes)")
+            ch.buf, ch.pos = buf, pos
+            if not ch.need(16 + incl):
+                raise CaptureError(f"{path}: truncated capture file (packet {number + 1} is cut short)")
+            buf, pos, have = ch.buf, ch.pos, len(ch.buf)
+            start = pos + 16
+            end = start + incl
         number += 1
-        yield RawPacket(number, sec + frac * unit, linktype, ch.buf[start:start + incl], orig)
-        ch.pos = start + incl
+        yield RawPacket(number, sec + frac * unit, linktype, buf[start:end], orig)
+        pos = end
 
 
 class _Iface(NamedTuple):

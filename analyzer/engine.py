@@ -66,7 +66,7 @@ def fmt_endpoint(ep: tuple[str, int]) -> str:
 class _Side:
     """One direction: reassembly plus the map from stream offsets back to packets."""
 
-    __slots__ = ("reasm", "segments", "sniff_buf", "fin", "endpoint", "label")
+    __slots__ = ("reasm", "segments", "sniff_buf", "fin", "endpoint", "last_ack")
 
     def __init__(self, max_buffer: int) -> None:
         self.reasm = StreamReassembler(max_buffer)
@@ -75,6 +75,7 @@ class _Side:
         self.sniff_buf = bytearray()
         self.fin = False
         self.endpoint = ""
+        self.last_ack: int | None = None  # the last acknowledgement number this side sent
 
     def packets_for(self, start: int, end: int) -> tuple[int, int, float]:
         """Packet numbers holding stream bytes [start, end) and the time of the last one."""
@@ -125,6 +126,8 @@ class Analyzer:
         self._live: dict[tuple[str, int, str, int], _Conversation] = {}
         # Conversations closed by FIN/RST, so their last ACKs do not open a new one.
         self._closed: OrderedDict[tuple[str, int, str, int], _Conversation] = OrderedDict()
+        # (src, dst, sport, dport) -> conversation and direction, for decided live conversations.
+        self._fast: dict[tuple[str, str, int, int], tuple[_Conversation, Direction]] = {}
         self.linkdec = LinkDecoder()
         self.packets = 0
         self.first_ts: float | None = None
@@ -134,11 +137,13 @@ class Analyzer:
     # ----------------------------------------------------------------- driving
     def run(self, packets: Iterable[RawPacket]) -> Iterator[Event]:
         decode = self.linkdec.decode
+        fast = self._fast_segment
         for pkt in packets:
             self.packets += 1
+            ts = pkt.ts
             if self.first_ts is None:
-                self.first_ts = pkt.ts
-            self.last_ts = pkt.ts
+                self.first_ts = ts
+            self.last_ts = ts
             seg = decode(pkt)
             if seg is None:
                 continue
@@ -148,8 +153,65 @@ class Analyzer:
                                      f"({len(pkt.data)} of {pkt.orig_len} bytes captured)")
                 f.frame = pkt.number
                 yield f
-            yield from self._segment(seg, pkt.number, pkt.ts)
+            out = fast(seg, pkt.number, ts)
+            if out is None:
+                yield from self._segment(seg, pkt.number, ts)
+            elif out:
+                yield from out
         yield from self.finish()
+
+    def _fast_segment(self, seg: TcpSegment, number: int, ts: float) -> list[Event] | None:
+        """The common case (a known, decided conversation; no SYN, FIN or RST) without generators.
+        None sends the segment down the general path."""
+        hit = self._fast.get(seg[:4])
+        if hit is None or seg.flags & (SYN | FIN | RST):
+            return None
+        conv, direction = hit
+        info = conv.info
+        info.packets += 1
+        info.last_ts = ts
+        side = conv.sides[direction]
+        out: list[Event] = []
+        if seg.flags & ACK and seg.ack != side.last_ack:
+            side.last_ack = seg.ack
+            other = direction.other
+            peer = conv.sides[other].reasm.peer_ack(seg.ack, number, ts)
+            if peer:
+                out.extend(self._stream(conv, other, peer, ts))
+        if seg.payload:
+            events = side.reasm.segment(seg.seq, seg.payload, False, number, ts)
+            if events:
+                conn = conv.conn
+                if conn is None or len(events) != 1 or type(events[0]) is not Data:
+                    out.extend(self._stream(conv, direction, events, ts))
+                else:
+                    ev = events[0]
+                    info.bytes[direction] += len(ev.data)
+                    segs = side.segments
+                    segs.append((ev.offset + len(ev.data), number, ts))
+                    if len(segs) > 100_000:
+                        segs.popleft()
+                    try:
+                        res = conn.feed(direction, ev.data, ts)
+                        if res:
+                            out.extend(self._emit(conv, res))
+                    except Exception as exc:  # a dissector bug must not end the whole analysis
+                        out.extend(self._account(conv, _dissector_crash(conv, exc)))
+        return out
+
+    def _index(self, conv: _Conversation) -> None:
+        """(Re)register a conversation's 4-tuples for the fast path."""
+        (cip, cport), (sip, sport) = conv.info.client, conv.info.server
+        if conv.undecided:
+            return
+        self._fast[(cip, sip, cport, sport)] = (conv, Direction.C2S)
+        self._fast[(sip, cip, sport, cport)] = (conv, Direction.S2C)
+
+    def _unindex(self, conv: _Conversation) -> None:
+        (cip, cport), (sip, sport) = conv.info.client, conv.info.server
+        for k in ((cip, sip, cport, sport), (sip, cip, sport, cport)):
+            if self._fast.get(k, (None,))[0] is conv:
+                del self._fast[k]
 
     def finish(self) -> Iterator[Event]:
         for conv in list(self._live.values()):
@@ -221,6 +283,9 @@ class Analyzer:
         if name:
             self._choose(conv, self.dissectors[name])
         self._live[(client[0], client[1], server[0], server[1])] = conv
+        if not self.dissectors:
+            conv.undecided = False  # nothing could decode it: only reassemble
+            self._index(conv)
         return conv
 
     def _port_proto(self, port: int) -> str | None:
@@ -231,6 +296,7 @@ class Analyzer:
         conv.conn = dissector.connection(conv.midstream)
         conv.info.protocol = dissector.name
         conv.undecided = False
+        self._index(conv)
 
     def _sniff(self, conv: _Conversation, direction: Direction) -> bool:
         """Try the heuristics; True when it swapped the client and server roles."""
@@ -247,6 +313,7 @@ class Analyzer:
         if dissector is None or confidence < SNIFF_THRESHOLD:
             if len(data) >= SNIFF_LIMIT:
                 conv.undecided = False  # give up: the conversation stays undecoded
+                self._index(conv)
             return False
         swap = conv.midstream and from_client is not None and from_client != (direction is Direction.C2S)
         if swap:
@@ -349,6 +416,7 @@ class Analyzer:
         if conv.closed:
             return
         conv.closed = True
+        self._unindex(conv)
         for direction, side in conv.sides.items():
             events = side.reasm.flush(ts)
             if events:

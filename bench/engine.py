@@ -1,0 +1,103 @@
+"""Engine benchmark: reading + TCP reassembly rate, and `streamproto inspect` against tshark.
+
+Builds (once) a capture of at least 100,000 packets: many RabbitMQ Stream connections whose
+capture starts mid-stream, each a publisher sending Publish frames and the broker confirming them,
+with some segments reordered and duplicated so the reassembler has real work. Then measures in one run:
+
+- the engine alone (pcap reading, link/IP/TCP decoding, reassembly; no dissector) in packets/s;
+- `streamproto inspect --format jsonl FILE > /dev/null` and `tshark -r FILE -q -z expert`,
+  wall-clock seconds of each and their ratio (below 1.0: streamproto is faster).
+
+Usage: python bench/engine.py [--packets N] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from analyzer.capture import read_packets  # noqa: E402
+from analyzer.engine import Analyzer  # noqa: E402
+from analyzer.pcapwrite import TcpConversation, write_capture  # noqa: E402
+
+
+def publish(publisher: int, first_id: int, count: int, body: bytes) -> bytes:
+    msgs = b"".join(struct.pack(">QI", first_id + i, len(body)) + body for i in range(count))
+    payload = struct.pack(">HHBI", 0x0002, 1, publisher, count) + msgs
+    return struct.pack(">I", len(payload)) + payload
+
+
+def confirm(publisher: int, first_id: int, count: int) -> bytes:
+    ids = b"".join(struct.pack(">Q", first_id + i) for i in range(count))
+    payload = struct.pack(">HHBI", 0x0003, 1, publisher, count) + ids
+    return struct.pack(">I", len(payload)) + payload
+
+
+def build(path: str, packets: int) -> int:
+    convs = []
+    per_conv = 2000
+    n_conv = packets // per_conv + 1
+    body = b'{"order": 12345, "item": "widget", "qty": 3}'
+    for c in range(n_conv):
+        conv = TcpConversation(("10.9.0.1", 40000 + c), ("10.9.0.2", 5552), ts=1_700_000_000.0 + c * 0.0001,
+                               step=0.00001)
+        conv.handshake()
+        next_id = 0
+        while len(conv.segments) < per_conv:
+            conv.send("c2s", publish(1, next_id, 4, body), mss=150)
+            conv.send("s2c", confirm(1, next_id, 4))
+            next_id += 4
+        conv.segments = conv.segments[3:]  # mid-stream: no handshake to check
+        for i in range(10, len(conv.segments) - 10, 97):
+            conv.swap(i, i + 1)
+        for i in range(20, len(conv.segments) - 10, 89):
+            conv.duplicate(i)
+        convs.append(conv)
+    return write_capture(path, convs)
+
+
+def timed(cmd: list[str]) -> float:
+    t = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - t
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--packets", type=int, default=120_000)
+    ap.add_argument("--out", default="/tmp/streamproto-bench-engine.pcap")
+    args = ap.parse_args()
+    if not os.path.exists(args.out):
+        n = build(args.out, args.packets)
+        print(f"built {args.out}: {n} packets, {os.path.getsize(args.out) / 1e6:.1f} MB")
+
+    t = time.perf_counter()
+    a = Analyzer(dissectors={})
+    for _ in a.run(read_packets(args.out)):
+        pass
+    engine_s = time.perf_counter() - t
+    print(f"engine (read + decode + reassembly): {a.packets} packets in {engine_s:.2f}s = "
+          f"{a.packets / engine_s:,.0f} packets/s")
+
+    sp = shutil.which("streamproto")
+    sp_cmd = [sp] if sp else [sys.executable, "-m", "analyzer"]
+    sp_s = timed([*sp_cmd, "inspect", "--format", "jsonl", args.out])
+    print(f"streamproto inspect --format jsonl: {sp_s:.2f}s")
+    tshark = shutil.which("tshark")
+    if tshark is None:
+        print("tshark not installed: no ratio")
+        return
+    ts_s = timed([tshark, "-r", args.out, "-q", "-z", "expert"])
+    print(f"tshark -r FILE -q -z expert: {ts_s:.2f}s")
+    print(f"ratio streamproto/tshark: {sp_s / ts_s:.2f}")
+
+
+if __name__ == "__main__":
+    main()
