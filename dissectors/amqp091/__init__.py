@@ -1,0 +1,85 @@
+"""AMQP 0-9-1 (RabbitMQ's dialect, with its extensions) on TCP port 5672."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+
+from analyzer.api import CommandDoc, Connection, Dissector, Rule, Sniff
+from dissectors.amqp091.codes import FRAME_END, PROTOCOL_HEADERS
+from dissectors.amqp091.connection import Amqp091Connection
+from dissectors.amqp091.methods import CLASSES, METHODS
+from dissectors.amqp091.properties import PROPERTIES
+from dissectors.amqp091.rules import ALL_RULES
+
+__all__ = ["Amqp091Dissector", "Amqp091Connection"]
+
+_HDR = struct.Struct(">BHI")
+
+
+class Amqp091Dissector(Dissector):
+    name = "amqp091"
+    title = "AMQP 0-9-1"
+    default_ports = (5672,)
+
+    def sniff(self, data: bytes) -> Sniff:
+        if data[:4] == b"AMQP":
+            if len(data) < 8:
+                return Sniff(0.6, True)
+            tail = bytes(data[4:8])
+            if tail == b"\x00\x00\x09\x01":
+                return Sniff(1.0, True)
+            known = PROTOCOL_HEADERS.get(tail)
+            if known is not None and not known[0].startswith(("1.0", "0-10")):
+                return Sniff(0.9, True)
+            return Sniff(0.3, True)  # AMQP, but another version than this dissector decodes
+        if len(data) < 7:
+            return Sniff(0.0)
+        ftype, ch, size = _HDR.unpack_from(data, 0)
+        if ftype not in (1, 2, 3, 8) or size > 16 << 20:
+            return Sniff(0.0)
+        complete = len(data) >= size + 8
+        if complete and data[7 + size] != FRAME_END:
+            return Sniff(0.0)
+        if ftype == 1:
+            if size < 4 or len(data) < 11:
+                return Sniff(0.0)
+            cid, mid = struct.unpack_from(">HH", data, 7)
+            meth = METHODS.get(cid << 16 | mid)
+            if meth is None:
+                return Sniff(0.4 if complete and cid in CLASSES else 0.0)
+            if (cid == 10) != (ch == 0):
+                return Sniff(0.2)
+            from_client = {"c2s": True, "s2c": False}.get(meth.direction)
+            return Sniff(0.9 if complete else 0.6, from_client)
+        if ftype == 8:
+            return Sniff(0.8 if complete and size == 0 and ch == 0 else 0.0)
+        return Sniff(0.6 if complete else 0.0)
+
+    def connection(self, midstream: bool) -> Connection:
+        return Amqp091Connection(midstream)
+
+    def rules(self) -> Sequence[Rule]:
+        return ALL_RULES
+
+    def commands(self) -> Sequence[CommandDoc]:
+        docs = [CommandDoc("AMQP....", "ProtocolHeader", "c2s", "0-8 .. 1.0", "8-byte protocol header")]
+        for meth in METHODS.values():
+            flags = []
+            if meth.responses:
+                flags.append("sync -> " + " | ".join(meth.responses))
+            if meth.content:
+                flags.append("+content")
+            if meth.note:
+                flags.append(meth.note)
+            fields = meth.layout.describe()
+            if flags:
+                fields = f"{fields} [{'; '.join(flags)}]" if fields else f"[{'; '.join(flags)}]"
+            docs.append(CommandDoc(f"{meth.class_id},{meth.method_id}", meth.name, meth.direction,
+                                   "0-9-1" if meth.class_id != 30 else "0-8/0-9", fields))
+        props = ", ".join(f"{spec.name}:{spec.type.doc}" for _, spec in PROPERTIES)
+        docs += [CommandDoc("type 2", "ContentHeader", "both", "0-9-1",
+                            f"class-id:short, weight:short, body-size:longlong, property-flags:short, {props}"),
+                 CommandDoc("type 3", "ContentBody", "both", "0-9-1", "payload:bytes*"),
+                 CommandDoc("type 8", "Heartbeat", "both", "0-9-1", "(empty, channel 0)")]
+        return docs

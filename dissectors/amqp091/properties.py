@@ -1,0 +1,80 @@
+"""The content header (frame type 2) and the 14 properties of class basic (spec §4)."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping
+from typing import Any
+
+from analyzer.api import Field
+from dissectors.amqp091.wire import OCTET, SHORTSTR, TABLE, TIMESTAMP
+from dissectors.schema import DecodeError, F
+
+#: Property order on the wire with the flag bit of each (bit 15 of the first word = first property).
+PROPERTIES: tuple[tuple[int, F], ...] = (
+    (0x8000, F("content-type", SHORTSTR, doc="MIME type")),
+    (0x4000, F("content-encoding", SHORTSTR, doc="MIME encoding")),
+    (0x2000, F("headers", TABLE, doc="application headers")),
+    (0x1000, F("delivery-mode", OCTET, enum={1: "transient", 2: "persistent"})),
+    (0x0800, F("priority", OCTET)),
+    (0x0400, F("correlation-id", SHORTSTR)),
+    (0x0200, F("reply-to", SHORTSTR)),
+    (0x0100, F("expiration", SHORTSTR, doc="per-message TTL in ms, as text")),
+    (0x0080, F("message-id", SHORTSTR)),
+    (0x0040, F("timestamp", TIMESTAMP)),
+    (0x0020, F("type", SHORTSTR)),
+    (0x0010, F("user-id", SHORTSTR)),
+    (0x0008, F("app-id", SHORTSTR)),
+    (0x0004, F("cluster-id", SHORTSTR, doc="reserved, must be empty")),
+)
+PROPERTY_NAMES = tuple(spec.name for _, spec in PROPERTIES)
+_MASKS = {spec.name: bit for bit, spec in PROPERTIES}
+
+_HEAD = struct.Struct(">HHQH")
+
+
+def decode_properties(buf: memoryview, off: int, end: int) -> tuple[list[Field], list[str], int]:
+    """Flag word(s) and property values from ``off`` (frame-relative). Returns (fields, problems, end).
+
+    Raises DecodeError when a property value overruns the frame.
+    """
+    problems: list[str] = []
+    if off + 2 > end:
+        raise DecodeError("property flags need 2 bytes", off)
+    (flags,) = struct.unpack_from(">H", buf, off)
+    flags_at = off
+    off += 2
+    extra = flags & 1
+    # Continuation words cover properties 16+; class basic has none, so they must be zero.
+    while extra:
+        if off + 2 > end:
+            raise DecodeError("continuation flag word needs 2 bytes", off)
+        (word,) = struct.unpack_from(">H", buf, off)
+        if word & 0xFFFE:
+            problems.append(f"continuation flag word {word:#06x} names properties class basic does not have")
+        extra = word & 1
+        off += 2
+    if flags & 0x0002:
+        problems.append("reserved property flag bit 1 is set")
+    names = [spec.name for bit, spec in PROPERTIES if flags & bit]
+    out = [Field("property-flags", flags, flags_at, off - flags_at, ", ".join(names) or "none")]
+    for bit, spec in PROPERTIES:
+        if flags & bit:
+            f, off = spec.type.read(spec.name, buf, off, end, spec)
+            out.append(f)
+    return out, problems, off
+
+
+def encode_properties(props: Mapping[str, Any], extra_flags: int = 0) -> bytes:
+    flags = extra_flags
+    parts: list[bytes] = []
+    for bit, spec in PROPERTIES:
+        if spec.name in props and props[spec.name] is not None:
+            flags |= bit
+            parts.append(spec.type.write(props[spec.name]))
+    return struct.pack(">H", flags) + b"".join(parts)
+
+
+def encode_header_payload(body_size: int, props: Mapping[str, Any] | None = None, class_id: int = 60,
+                          weight: int = 0) -> bytes:
+    return struct.pack(">HHQ", class_id, weight, body_size) + encode_properties(props or {})
