@@ -138,26 +138,34 @@ class Analyzer:
     def run(self, packets: Iterable[RawPacket]) -> Iterator[Event]:
         decode = self.linkdec.decode
         fast = self._fast_segment
-        for pkt in packets:
-            self.packets += 1
-            ts = pkt.ts
-            if self.first_ts is None:
-                self.first_ts = ts
-            self.last_ts = ts
-            seg = decode(pkt)
-            if seg is None:
-                continue
-            if seg.truncated:
-                self.truncated_packets += 1
-                f = TRUNCATED_PACKET(f"packet {pkt.number} was cut by the snap length "
-                                     f"({len(pkt.data)} of {pkt.orig_len} bytes captured)")
-                f.frame = pkt.number
-                yield f
-            out = fast(seg, pkt.number, ts)
-            if out is None:
-                yield from self._segment(seg, pkt.number, ts)
-            elif out:
-                yield from out
+        # Counters live in locals in the loop and are written back before anything is yielded.
+        count = self.packets
+        ts = self.last_ts
+        try:
+            for pkt in packets:
+                count += 1
+                ts = pkt.ts
+                if self.first_ts is None:
+                    self.first_ts = ts
+                seg = decode(pkt)
+                if seg is None:
+                    continue
+                if seg.truncated:
+                    self.packets, self.last_ts = count, ts
+                    self.truncated_packets += 1
+                    f = TRUNCATED_PACKET(f"packet {pkt.number} was cut by the snap length "
+                                         f"({len(pkt.data)} of {pkt.orig_len} bytes captured)")
+                    f.frame = pkt.number
+                    yield f
+                out = fast(seg, pkt.number, ts)
+                if out is None:
+                    self.packets, self.last_ts = count, ts
+                    yield from self._segment(seg, pkt.number, ts)
+                elif out:
+                    self.packets, self.last_ts = count, ts
+                    yield from out
+        finally:
+            self.packets, self.last_ts = count, ts
         yield from self.finish()
 
     def _fast_segment(self, seg: TcpSegment, number: int, ts: float) -> list[Event] | None:
@@ -182,8 +190,10 @@ class Analyzer:
             events = side.reasm.segment(seg.seq, seg.payload, False, number, ts)
             if events:
                 conn = conv.conn
-                if conn is None or len(events) != 1 or type(events[0]) is not Data:
+                if len(events) != 1 or type(events[0]) is not Data:
                     out.extend(self._stream(conv, direction, events, ts))
+                elif conn is None:
+                    info.bytes[direction] += len(events[0].data)
                 else:
                     ev = events[0]
                     info.bytes[direction] += len(ev.data)

@@ -76,6 +76,17 @@ class StreamReassembler:
         return self.next_abs + d
 
     def segment(self, seq: int, payload: bytes, fin: bool, packet: int, ts: float) -> list[Event]:
+        if seq == self.next_seq and not fin and not self.pending and payload:
+            # The common case, kept short: the next bytes, in order.
+            start = self.next_abs
+            n = len(payload)
+            self.next_abs = start + n
+            self.next_seq = (seq + n) & 0xFFFFFFFF
+            tail = self.tail
+            tail += payload
+            if len(tail) > 2 * TAIL_KEEP:
+                self._trim()
+            return [Data(start, payload, packet, ts)]
         if self.next_seq is None:
             self.next_seq, self.next_abs = seq, 0  # the capture starts mid-stream
         start = self._abs(seq)
@@ -153,9 +164,12 @@ class StreamReassembler:
         tail = self.tail
         tail += payload
         if len(tail) > 2 * TAIL_KEEP:
-            cut = len(tail) - TAIL_KEEP
-            del tail[:cut]
-            self.tail_start += cut
+            self._trim()
+
+    def _trim(self) -> None:
+        cut = len(self.tail) - TAIL_KEEP
+        del self.tail[:cut]
+        self.tail_start += cut
 
     def _compare(self, start: int, data: bytes, out: list[Event]) -> None:
         """Bytes at ``start`` were delivered already; report if this copy differs."""
