@@ -125,7 +125,7 @@ class Analyzer:
         self.flows: list[FlowInfo] = []
         self._live: dict[tuple[str, int, str, int], _Conversation] = {}
         # Conversations closed by FIN/RST, so their last ACKs do not open a new one.
-        self._closed: OrderedDict[tuple[str, int, str, int], _Conversation] = OrderedDict()
+        self._closed: OrderedDict[tuple[str, int, str, int], FlowInfo] = OrderedDict()
         # (src, dst, sport, dport) -> conversation and direction, for decided live conversations.
         self._fast: dict[tuple[str, str, int, int], tuple[_Conversation, Direction]] = {}
         self.linkdec = LinkDecoder()
@@ -247,8 +247,8 @@ class Analyzer:
         if conv is None:
             old = self._closed.get(key) or self._closed.get(rkey)
             if old is not None and not seg.flags & SYN:
-                old.info.packets += 1  # a straggler (last ACK, late retransmission) of a closed one
-                old.info.last_ts = ts
+                old.packets += 1  # a straggler (last ACK, late retransmission) of a closed one
+                old.last_ts = ts
                 return
             conv = self._open(seg, ts)
         info = conv.info
@@ -450,7 +450,7 @@ class Analyzer:
         for k, v in list(self._live.items()):
             if v is conv:
                 del self._live[k]
-                self._closed[k] = conv
+                self._closed[k] = conv.info  # only the summary: the stream state is freed
                 if len(self._closed) > CLOSED_KEEP:
                     self._closed.popitem(last=False)
 

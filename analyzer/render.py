@@ -59,6 +59,13 @@ def show_value(f: Field, limit: int = 64) -> str:
     return str(v)
 
 
+def endpoints(fr: Frame) -> str:
+    """Client always on the left, the arrow saying which way the frame went (a ladder diagram's reading)."""
+    if fr.direction == "s2c":
+        return f"{fr.dst} {ARROW['s2c']} {fr.src}"
+    return f"{fr.src} {ARROW['c2s']} {fr.dst}"
+
+
 def _hex_span(data: bytes | None, f: Field) -> str:
     if data is None or f.offset < 0 or f.size <= 0:
         return ""
@@ -79,10 +86,11 @@ class TreeRenderer:
         pk = f"#{last}" if first == last else f"#{last} [{first}-{last}]"
         rel = fr.ts - self.t0
         o.line((f"{pk} ", "bold"), (f"+{rel:.6f}s ", "dim"), (f"flow {fr.flow} ", "dim"),
-               (f"{fr.src} {ARROW.get(str(fr.direction), '→')} {fr.dst} ", None),
+               (endpoints(fr) + " ", None),
                (f"{fr.protocol}{'/' + fr.dialect if fr.dialect else ''} ", "magenta"),
                (f"len={fr.size}", "dim"))
-        o.line(("  ", None), (fr.command, "bold green"), ("  " + fr.info if fr.info else "", None))
+        rest = fr.info[len(fr.command):] if fr.info.startswith(fr.command) else ("  " + fr.info if fr.info else "")
+        o.line(("  ", None), (fr.command, "bold green"), (rest, None))
         for f in fr.fields:
             self._field(f, 2, fr.data)
         for finding in fr.findings:
@@ -128,7 +136,7 @@ class SummaryRenderer:
         if worst is not None:
             mark = [(f"  [{len(fr.findings)} finding{'s' * (len(fr.findings) != 1)}]", SEVERITY_STYLE[worst])]
         self.out.line((f"{fr.packets[1]:>7} ", None), (f"{fr.ts - self.t0:>11.6f} ", "dim"),
-                      (f"{fr.src} {ARROW.get(str(fr.direction), '→')} {fr.dst} ", None),
+                      (endpoints(fr) + " ", None),
                       (f"{fr.protocol:<16}", "magenta"), (f"{fr.size:>7} ", "dim"),
                       (fr.info or fr.command, None), *mark)
 
