@@ -295,8 +295,7 @@ class Amqp091Connection(BaseConnection):
         side.frames += 1
         ftype, ch, size = _HDR.unpack_from(data, 0)
         findings: list[Finding] = side.pending_findings
-        if findings:
-            side.pending_findings = []
+        side.pending_findings = []
         end_octet = data[-1]
         if end_octet != FRAME_END:
             findings.append(R.FRAME_END(f"frame-end is {end_octet:#04x}, not 0xce"))
@@ -393,7 +392,8 @@ class Amqp091Connection(BaseConnection):
         code = cid << 16 | mid
         meth = METHODS.get(code)
         cls_name = CLASSES.get(cid)
-        fields.append(Field("class-id", cid, 7, 2, cls_name or LEGACY_CLASSES.get(cid, "unknown")))
+        # "class"/"method", not "class-id"/"method-id": close methods have arguments of those names.
+        fields.append(Field("class", cid, 7, 2, cls_name or LEGACY_CLASSES.get(cid, "unknown")))
         if meth is None:
             if cls_name is None:
                 legacy = LEGACY_CLASSES.get(cid)
@@ -404,11 +404,11 @@ class Amqp091Connection(BaseConnection):
             else:
                 findings.append(R.METHOD_UNKNOWN(f"class {cls_name} has no method {mid}"))
                 command = f"{cls_name}.Unknown({mid})"
-            fields.append(Field("method-id", mid, 9, 2, "unknown"))
+            fields.append(Field("method", mid, 9, 2, "unknown"))
             if size > 4:
                 fields.append(Field("arguments", bytes(data[11:end]), 11, size - 4))
             return Frame(d, offset, len(data), command, code, command, fields, findings)
-        fields.append(Field("method-id", mid, 9, 2, meth.name.partition(".")[2]))
+        fields.append(Field("method", mid, 9, 2, meth.name.partition(".")[2]))
         mv = memoryview(data)
         TableNotes.reset()
         try:
@@ -651,6 +651,11 @@ class Amqp091Connection(BaseConnection):
             return
         known = REPLY_CODES.get(rc)
         text = values.get("reply-text") or ""
+        if rc == 0:
+            # pika closes channels with reply code 0 "Normal shutdown"; brokers treat it as a normal close.
+            findings.append(R.REPLY_UNKNOWN(f"{meth.name}: reply code 0 is not defined (clients such as pika "
+                                            f"use it for a normal close)", severity=Severity.NOTE))
+            return
         if known is None:
             findings.append(R.REPLY_UNKNOWN(f"{meth.name}: reply code {rc} is not defined"))
             name = f"code {rc}"

@@ -1,0 +1,294 @@
+#!/usr/bin/env python3
+"""Record AMQP 0-9-1 captures from real clients (pika, aio-pika) against a local RabbitMQ.
+
+Usage: python captures/amqp091/record.py [scenario ...]   (default: all)
+
+Reuses a broker already listening on 127.0.0.1:5672 (user guest/guest); otherwise starts a private
+Debian rabbitmq-server with its state under /tmp/amqp091-broker, bound to 127.0.0.1 only, and
+stops it afterwards. Each scenario is captured with tcpdump on lo, port 5672, into <scenario>.pcap
+next to this script. The facts each test asserts are listed in MANIFEST.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pika
+
+HERE = Path(__file__).resolve().parent
+BROKER_DIR = Path("/tmp/amqp091-broker")
+PARAMS = dict(host="127.0.0.1", port=5672)
+
+
+def port_open(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def start_broker() -> subprocess.Popen | None:
+    if port_open(5672):
+        print("reusing the broker on 127.0.0.1:5672")
+        return None
+    BROKER_DIR.mkdir(parents=True, exist_ok=True)
+    conf = BROKER_DIR / "rabbitmq.conf"
+    conf.write_text("listeners.tcp.default = 127.0.0.1:5672\nloopback_users = none\n")
+    env = dict(os.environ, RABBITMQ_NODE_IP_ADDRESS="127.0.0.1", RABBITMQ_NODENAME="amqp091rec@localhost",
+               RABBITMQ_MNESIA_BASE=str(BROKER_DIR / "mnesia"), RABBITMQ_LOG_BASE=str(BROKER_DIR / "log"),
+               RABBITMQ_CONFIG_FILE=str(conf.with_suffix("")), RABBITMQ_ENABLED_PLUGINS_FILE=str(BROKER_DIR / "plugins"),
+               RABBITMQ_DIST_PORT="25673")
+    (BROKER_DIR / "plugins").write_text("[].\n")
+    proc = subprocess.Popen(["rabbitmq-server"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    for _ in range(120):
+        if port_open(5672):
+            time.sleep(1)
+            return proc
+        time.sleep(0.5)
+    raise SystemExit("rabbitmq-server did not come up")
+
+
+def stop_broker(proc: subprocess.Popen | None) -> None:
+    if proc is None:
+        return
+    subprocess.run(["rabbitmqctl", "-n", "amqp091rec@localhost", "stop"], check=False,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGTERM)
+
+
+def record(name: str, fn) -> None:
+    out = HERE / f"{name}.pcap"
+    dump = subprocess.Popen(["tcpdump", "-i", "lo", "-s", "0", "-U", "-w", str(out), "tcp port 5672"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1)
+    try:
+        fn()
+    finally:
+        time.sleep(1)
+        dump.send_signal(signal.SIGINT)
+        dump.wait(10)
+    print(f"{out.name}: {out.stat().st_size} bytes")
+
+
+def conn(**kw) -> pika.BlockingConnection:
+    return pika.BlockingConnection(pika.ConnectionParameters(**PARAMS, **kw))
+
+
+# ----------------------------------------------------------------------------------- scenarios
+def pika_confirms() -> None:
+    """confirm.select; 10 JSON publishes each confirmed; a mandatory publish to nowhere is returned (312)."""
+    c = conn()
+    ch = c.channel()
+    ch.confirm_delivery()
+    q = ch.queue_declare("sp.confirms", auto_delete=True).method.queue
+    for i in range(10):
+        ch.basic_publish("", q, json.dumps({"n": i}).encode(),
+                         pika.BasicProperties(content_type="application/json", delivery_mode=2,
+                                              headers={"seq": i, "src": "pika"}, timestamp=1700000000 + i))
+    try:
+        ch.basic_publish("", "sp.nowhere", b"unroutable", mandatory=True)
+    except pika.exceptions.UnroutableError:
+        pass
+    ch.queue_delete(q)
+    c.close()
+
+
+def pika_tx() -> None:
+    """tx.select; 3 publishes + commit; 2 publishes + rollback; queue then holds exactly 3 (declare-ok)."""
+    c = conn()
+    ch = c.channel()
+    q = ch.queue_declare("sp.tx", auto_delete=False).method.queue
+    ch.queue_purge(q)
+    ch.tx_select()
+    for i in range(3):
+        ch.basic_publish("", q, f"commit-{i}".encode(), pika.BasicProperties(content_type="text/plain"))
+    ch.tx_commit()
+    for i in range(2):
+        ch.basic_publish("", q, f"rollback-{i}".encode(), pika.BasicProperties(content_type="text/plain"))
+    ch.tx_rollback()
+    ch.queue_declare(q, passive=True)
+    ch.queue_delete(q)
+    c.close()
+
+
+def pika_consume() -> None:
+    """QoS 5; 10 text messages consumed: 7 acked (one multiple), 1 nacked, 1 rejected, 1 nacked+requeued then acked."""
+    c = conn()
+    ch = c.channel()
+    q = ch.queue_declare("sp.consume", auto_delete=False).method.queue
+    ch.queue_purge(q)
+    for i in range(10):
+        ch.basic_publish("", q, f"msg-{i}".encode(), pika.BasicProperties(content_type="text/plain"))
+    ch.basic_qos(prefetch_count=5)
+    seen: list[tuple[int, bytes]] = []
+
+    def on_msg(chan, method, props, body) -> None:
+        seen.append((method.delivery_tag, body))
+        if body == b"msg-3":
+            chan.basic_nack(method.delivery_tag, requeue=False)
+        elif body == b"msg-4":
+            chan.basic_reject(method.delivery_tag, requeue=False)
+        elif body == b"msg-5" and not method.redelivered:
+            chan.basic_nack(method.delivery_tag, requeue=True)
+        elif body == b"msg-1":
+            pass  # acked by the multiple ack of msg-2
+        elif body == b"msg-2":
+            chan.basic_ack(method.delivery_tag, multiple=True)
+        else:
+            chan.basic_ack(method.delivery_tag)
+        if len(seen) == 11:
+            chan.stop_consuming()
+
+    ch.basic_consume(q, on_msg, consumer_tag="sp-consumer")
+    ch.start_consuming()
+    ch.queue_delete(q)
+    c.close()
+
+
+def pika_get() -> None:
+    """basic.get: 2 get-ok (acked) then a get-empty; one no-ack get."""
+    c = conn()
+    ch = c.channel()
+    q = ch.queue_declare("sp.get", auto_delete=False).method.queue
+    ch.queue_purge(q)
+    for body in (b"first", b"second", b"third"):
+        ch.basic_publish("", q, body, pika.BasicProperties(content_type="text/plain"))
+    for _ in range(2):
+        m, _p, _b = ch.basic_get(q)
+        ch.basic_ack(m.delivery_tag)
+    ch.basic_get(q, auto_ack=True)
+    assert ch.basic_get(q) == (None, None, None)
+    ch.queue_delete(q)
+    c.close()
+
+
+BIG = bytes((i * 7 + 3) % 251 for i in range(100_000))
+
+
+def pika_large() -> None:
+    """frame_max 4096: a 100000-byte binary message goes out in 25 body frames and comes back in 25."""
+    c = conn(frame_max=4096)
+    ch = c.channel()
+    q = ch.queue_declare("sp.large", auto_delete=False).method.queue
+    ch.queue_purge(q)
+    ch.basic_publish("", q, BIG, pika.BasicProperties(content_type="application/octet-stream"))
+    text = ("line of text %05d\n" * 1000) % tuple(range(1000))
+    ch.basic_publish("", q, text.encode(), pika.BasicProperties(content_type="text/plain"))
+    for _ in range(2):
+        while True:
+            m, _p, body = ch.basic_get(q)
+            if m is not None:
+                break
+            time.sleep(0.05)
+        ch.basic_ack(m.delivery_tag)
+    ch.queue_delete(q)
+    c.close()
+
+
+def pika_e2e() -> None:
+    """exchange.bind sp.src (topic) -> sp.dst (fanout); queue bound to sp.dst gets a message via sp.src."""
+    c = conn()
+    ch = c.channel()
+    ch.exchange_declare("sp.src", "topic", auto_delete=False)
+    ch.exchange_declare("sp.dst", "fanout", auto_delete=False)
+    ch.exchange_bind("sp.dst", "sp.src", routing_key="orders.#")
+    q = ch.queue_declare("sp.e2e", auto_delete=False).method.queue
+    ch.queue_purge(q)
+    ch.queue_bind(q, "sp.dst")
+    ch.basic_publish("sp.src", "orders.eu.new", b"routed twice", pika.BasicProperties(content_type="text/plain"))
+    ch.basic_publish("sp.src", "invoices.eu", b"not routed", pika.BasicProperties(content_type="text/plain"))
+    time.sleep(0.2)
+    m, _p, _b = ch.basic_get(q, auto_ack=True)
+    ch.queue_unbind(q, "sp.dst")
+    ch.exchange_unbind("sp.dst", "sp.src", routing_key="orders.#")
+    ch.queue_delete(q)
+    ch.exchange_delete("sp.src")
+    ch.exchange_delete("sp.dst")
+    c.close()
+
+
+def pika_channel_error() -> None:
+    """Passive declare of a missing queue: channel.close 404 NOT_FOUND; a second channel then closes cleanly."""
+    c = conn()
+    ch = c.channel()
+    try:
+        ch.queue_declare("sp.missing-queue", passive=True)
+    except pika.exceptions.ChannelClosedByBroker:
+        pass
+    ch2 = c.channel()
+    ch2.queue_declare("sp.after-error", auto_delete=True)
+    ch2.close()
+    c.close()
+
+
+def pika_bad_login() -> None:
+    """Wrong password: connection.close 403 ACCESS_REFUSED during the handshake."""
+    try:
+        conn(credentials=pika.PlainCredentials("guest", "wrong-password"), connection_attempts=1)
+    except pika.exceptions.ProbableAuthenticationError:
+        pass
+    except pika.exceptions.AMQPConnectionError:
+        pass
+
+
+def pika_heartbeat() -> None:
+    """heartbeat 1 s, then 4 s idle: both sides exchange heartbeat frames, no silence > 2 s."""
+    c = conn(heartbeat=1)
+    ch = c.channel()
+    c.sleep(4.0)
+    ch.close()
+    c.close()
+
+
+def aiopika_session() -> None:
+    """aio-pika: publisher confirms on by default; 20 publishes confirmed, consumed via iterator and acked."""
+    import aio_pika
+
+    async def run() -> None:
+        connection = await aio_pika.connect("amqp://guest:guest@127.0.0.1:5672/")
+        async with connection:
+            channel = await connection.channel()
+            queue = await channel.declare_queue("sp.aiopika", auto_delete=True)
+            for i in range(20):
+                await channel.default_exchange.publish(
+                    aio_pika.Message(f"aio-{i}".encode(), content_type="text/plain",
+                                     headers={"i": i, "tags": ["a", "b"], "nested": {"ok": True}}),
+                    routing_key=queue.name)
+            got = 0
+            async with queue.iterator() as it:
+                async for message in it:
+                    async with message.process():
+                        got += 1
+                    if got == 20:
+                        break
+            await queue.delete(if_unused=False, if_empty=False)
+
+    asyncio.run(run())
+
+
+SCENARIOS = {f.__name__: f for f in (pika_confirms, pika_tx, pika_consume, pika_get, pika_large, pika_e2e,
+                                     pika_channel_error, pika_bad_login, pika_heartbeat, aiopika_session)}
+
+
+def main(names: list[str]) -> None:
+    broker = start_broker()
+    try:
+        for name in names or list(SCENARIOS):
+            record(name, SCENARIOS[name])
+    finally:
+        stop_broker(broker)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
