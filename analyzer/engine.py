@@ -133,6 +133,7 @@ class Analyzer:
         self.first_ts: float | None = None
         self.last_ts = 0.0
         self.truncated_packets = 0
+        self._startup_errors: list[Finding] = []
 
     # ----------------------------------------------------------------- driving
     def run(self, packets: Iterable[RawPacket]) -> Iterator[Event]:
@@ -161,6 +162,8 @@ class Analyzer:
                 if out is None:
                     self.packets, self.last_ts = count, ts
                     yield from self._segment(seg, pkt.number, ts)
+                    if self._startup_errors:
+                        yield from self._pop_startup_errors()
                 elif out:
                     self.packets, self.last_ts = count, ts
                     yield from out
@@ -223,10 +226,19 @@ class Analyzer:
             if self._fast.get(k, (None,))[0] is conv:
                 del self._fast[k]
 
+    def _pop_startup_errors(self) -> Iterator[Event]:
+        errors, self._startup_errors = self._startup_errors, []
+        for f in errors:
+            flow = next((x for x in self.flows if x.id == f.flow), None)
+            if flow is not None:
+                flow.findings[f.severity] += 1
+            yield f
+
     def finish(self) -> Iterator[Event]:
         for conv in list(self._live.values()):
             yield from self._close(conv, self.last_ts)
         self._live.clear()
+        yield from self._pop_startup_errors()
         if self.linkdec.unknown_linktype:
             if self.packets and self.linkdec.unsupported == self.packets:
                 kinds = ", ".join(str(x) for x in sorted(self.linkdec.unknown_linktype))
@@ -303,7 +315,12 @@ class Analyzer:
 
     def _choose(self, conv: _Conversation, dissector: Dissector) -> None:
         conv.dissector = dissector
-        conv.conn = dissector.connection(conv.midstream)
+        try:
+            conv.conn = dissector.connection(conv.midstream)
+        except Exception as exc:  # a broken plugin leaves the conversation undecoded, not the run dead
+            conv.conn = None
+            conv.info.protocol = dissector.name
+            self._startup_errors.append(_dissector_crash(conv, exc))
         conv.info.protocol = dissector.name
         conv.undecided = False
         self._index(conv)

@@ -221,3 +221,18 @@ def test_both_streams_reassemble_exactly_through_the_engine(tmp_path_factory, c2
     assert bytes(toy.connections[0].raw["c2s"]) == c2s
     assert bytes(toy.connections[0].raw["s2c"]) == s2c
     assert not [f for f in findings if f.id.startswith("tcp.")]
+
+
+def test_a_dissector_failing_to_start_is_a_finding(tmp_path: Path):
+    class NoStart(ToyDissector):
+        def connection(self, midstream):
+            raise ValueError("cannot start")
+
+    c = conv()
+    c.handshake()
+    c.send("c2s", b"HELLO\n")
+    p = tmp_path / "nostart.pcap"
+    write_capture(str(p), [c])
+    a, _, frames, findings = run(p, toy=NoStart())
+    assert frames == [] and [f.id for f in findings] == ["engine.dissector_error"]
+    assert a.flows[0].findings["error"] == 1
