@@ -1,0 +1,89 @@
+"""RabbitMQ Stream protocol dissector (port 5552).
+
+Decodes every command of today's protocol (keys 0x0001-0x001f, requests and responses, Publish and
+Deliver v1/v2, the Osiris chunk with CRC check, sub-batches, AMQP 1.0 messages) and of the 2020
+pre-release draft (keys 0-15, 998, 999).
+
+Dialects (``Frame.dialect`` / ``Connection.dialect``):
+
+- ``current``: the protocol as released since RabbitMQ 3.9 (Version 1/2, response bit 0x8000).
+  The broker version, when the server announces it in its PeerProperties response (property
+  ``version``), is shown in that frame's Info line as ``broker=X.Y.Z``.
+- ``2020-draft``: Version 0 frames of the 2020 draft (no response bit, 0-based response codes).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+
+from analyzer.api import CommandDoc, Connection, Dissector, Rule, Sniff
+from dissectors.rabbitmq_stream.connection import StreamConnection
+from dissectors.rabbitmq_stream.draft import DRAFT_COMMANDS
+from dissectors.rabbitmq_stream.layouts import COMMANDS, RESPONSE_BIT
+from dissectors.rabbitmq_stream.rules import RULES
+
+__all__ = ["RabbitMQStreamDissector"]
+
+_HEAD = struct.Struct(">IHH")
+
+
+class RabbitMQStreamDissector(Dissector):
+    name = "rabbitmq_stream"
+    title = "RabbitMQ Stream"
+    default_ports = (5552,)
+
+    def sniff(self, data: bytes) -> Sniff:
+        if len(data) < 8:
+            return Sniff(0.0)
+        size, key_raw, version = _HEAD.unpack_from(data, 0)
+        if size < 4 or size > 1 << 24:
+            return Sniff(0.0)
+        # A whole first frame must not be followed by something that is not a frame either.
+        fits = len(data) >= size + 4
+        if fits and len(data) >= size + 12:
+            s2, k2, v2 = _HEAD.unpack_from(data, size + 4)
+            if s2 < 4 or s2 > 1 << 24 or v2 > 2:
+                return Sniff(0.0)
+        key = key_raw & 0x7FFF
+        resp = bool(key_raw & RESPONSE_BIT)
+        if version == 1 and key == 0x0011:
+            # PeerProperties: the first frame of every connection.
+            return Sniff(0.95 if fits else 0.8, from_client=not resp)
+        if version in (1, 2) and key in COMMANDS:
+            cmd = COMMANDS[key]
+            from_client = (cmd.sender == "c2s") != resp if cmd.sender != "both" else None
+            return Sniff(0.6 if fits else 0.5, from_client=from_client)
+        if version == 0 and key_raw in DRAFT_COMMANDS and not resp:
+            cmd = DRAFT_COMMANDS[key_raw]
+            if key_raw in (9, 15):  # SaslHandshake / PeerProperties open a draft connection
+                return Sniff(0.75 if fits else 0.55, from_client=None)
+            return Sniff(0.5 if fits else 0.3, from_client=None)
+        return Sniff(0.0)
+
+    def connection(self, midstream: bool) -> Connection:
+        return StreamConnection(midstream)
+
+    def rules(self) -> Sequence[Rule]:
+        return RULES
+
+    def commands(self) -> Sequence[CommandDoc]:
+        docs: list[CommandDoc] = []
+        for cmd in COMMANDS.values():
+            versions = ", ".join(str(v) for v in sorted(cmd.requests))
+            for v, layout in sorted(cmd.requests.items()):
+                docs.append(CommandDoc(f"{cmd.key:#06x}", cmd.name, cmd.sender, str(v), layout.describe()))
+            if cmd.response is not None:
+                docs.append(CommandDoc(f"{cmd.key | RESPONSE_BIT:#06x}", cmd.name + "Response",
+                                       _flip(cmd.sender), versions, cmd.response.describe()))
+        for cmd in DRAFT_COMMANDS.values():
+            layout = cmd.requests[0]
+            docs.append(CommandDoc(f"draft {cmd.key}", cmd.name, cmd.sender, "0 (2020 draft)", layout.describe()))
+            if cmd.response is not None:
+                docs.append(CommandDoc(f"draft {cmd.key}", cmd.name + "Response", _flip(cmd.sender),
+                                       "0 (2020 draft)", cmd.response.describe()))
+        return docs
+
+
+def _flip(sender: str) -> str:
+    return {"c2s": "s2c", "s2c": "c2s"}.get(sender, sender)

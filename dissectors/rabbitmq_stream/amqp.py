@@ -1,0 +1,342 @@
+"""A small AMQP 1.0 type decoder (and encoder, for tests) for messages carried by the stream protocol.
+
+Stream messages are normally AMQP 1.0 *bare messages*: a run of described sections
+(``00 53 <code> <value>``). :func:`message_fields` turns one into Field nodes, or returns None when
+the bytes are not such a message (plain payloads are then shown raw). Never raises on bad input.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from analyzer.api import Field
+
+SECTIONS: dict[int, str] = {
+    0x70: "header",
+    0x71: "delivery_annotations",
+    0x72: "message_annotations",
+    0x73: "properties",
+    0x74: "application_properties",
+    0x75: "data",
+    0x76: "amqp_sequence",
+    0x77: "amqp_value",
+    0x78: "footer",
+}
+SYMBOLIC = {
+    "amqp:header:list": 0x70,
+    "amqp:delivery-annotations:map": 0x71,
+    "amqp:message-annotations:map": 0x72,
+    "amqp:properties:list": 0x73,
+    "amqp:application-properties:map": 0x74,
+    "amqp:data:binary": 0x75,
+    "amqp:amqp-sequence:list": 0x76,
+    "amqp:amqp-value:*": 0x77,
+    "amqp:footer:map": 0x78,
+}
+HEADER_FIELDS = ("durable", "priority", "ttl", "first_acquirer", "delivery_count")
+PROPERTY_FIELDS = ("message_id", "user_id", "to", "subject", "reply_to", "correlation_id", "content_type",
+                   "content_encoding", "absolute_expiry_time", "creation_time", "group_id", "group_sequence",
+                   "reply_to_group_id")
+_TIME_FIELDS = {"absolute_expiry_time", "creation_time"}
+MAX_DEPTH = 32
+
+
+class AmqpError(Exception):
+    pass
+
+
+class Symbol(str):
+    """An AMQP symbol (ASCII); a plain ``str`` encodes as an AMQP string."""
+
+
+class Timestamp(int):
+    """Milliseconds since the Unix epoch."""
+
+
+class Described:
+    __slots__ = ("descriptor", "value")
+
+    def __init__(self, descriptor: Any, value: Any) -> None:
+        self.descriptor = descriptor
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"Described({self.descriptor!r}, {self.value!r})"
+
+
+_FIXED: dict[int, tuple[struct.Struct, Any]] = {
+    0x50: (struct.Struct(">B"), int), 0x51: (struct.Struct(">b"), int),
+    0x60: (struct.Struct(">H"), int), 0x61: (struct.Struct(">h"), int),
+    0x70: (struct.Struct(">I"), int), 0x71: (struct.Struct(">i"), int),
+    0x52: (struct.Struct(">B"), int), 0x54: (struct.Struct(">b"), int),
+    0x80: (struct.Struct(">Q"), int), 0x81: (struct.Struct(">q"), int),
+    0x53: (struct.Struct(">B"), int), 0x55: (struct.Struct(">b"), int),
+    0x72: (struct.Struct(">f"), float), 0x82: (struct.Struct(">d"), float),
+    0x83: (struct.Struct(">q"), Timestamp),
+}
+_CONST = {0x40: None, 0x41: True, 0x42: False, 0x43: 0, 0x44: 0, 0x45: []}
+_RAW_FIXED = {0x74: 4, 0x84: 8, 0x94: 16}
+
+
+def decode_value(buf: bytes | memoryview, off: int, end: int, depth: int = 0) -> tuple[Any, int]:
+    """One AMQP value at ``off``; returns (python value, next offset). Raises AmqpError."""
+    if depth > MAX_DEPTH:
+        raise AmqpError("nesting too deep")
+    if off >= end:
+        raise AmqpError("value cut off")
+    code = buf[off]
+    if code == 0x00:
+        desc, off = decode_value(buf, off + 1, end, depth + 1)
+        val, off = decode_value(buf, off, end, depth + 1)
+        return Described(desc, val), off
+    return _body(code, buf, off + 1, end, depth)
+
+
+def _body(code: int, buf: bytes | memoryview, off: int, end: int, depth: int) -> tuple[Any, int]:
+    """The value after constructor ``code`` (arrays share one constructor for all elements)."""
+    if code in _CONST:
+        v = _CONST[code]
+        return (list(v) if isinstance(v, list) else v), off
+    fixed = _FIXED.get(code)
+    if fixed is not None:
+        st, kind = fixed
+        if off + st.size > end:
+            raise AmqpError("fixed-width value cut off")
+        (v,) = st.unpack_from(buf, off)
+        return kind(v), off + st.size
+    if code == 0x56:
+        if off >= end:
+            raise AmqpError("boolean cut off")
+        return buf[off] != 0, off + 1
+    if code in _RAW_FIXED:
+        n = _RAW_FIXED[code]
+        if off + n > end:
+            raise AmqpError("decimal cut off")
+        return bytes(buf[off:off + n]), off + n
+    if code == 0x73:
+        if off + 4 > end:
+            raise AmqpError("char cut off")
+        (cp,) = struct.unpack_from(">I", buf, off)
+        return (chr(cp) if cp < 0x110000 else cp), off + 4
+    if code == 0x98:
+        if off + 16 > end:
+            raise AmqpError("uuid cut off")
+        return str(uuid.UUID(bytes=bytes(buf[off:off + 16]))), off + 16
+    if code in (0xA0, 0xA1, 0xA3, 0xB0, 0xB1, 0xB3):
+        if code & 0xF0 == 0xA0:
+            if off >= end:
+                raise AmqpError("length cut off")
+            n, off = buf[off], off + 1
+        else:
+            if off + 4 > end:
+                raise AmqpError("length cut off")
+            (n,) = struct.unpack_from(">I", buf, off)
+            off += 4
+        if off + n > end:
+            raise AmqpError("variable-width value overruns")
+        raw = bytes(buf[off:off + n])
+        off += n
+        if code & 0x0F == 0:
+            return raw, off
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return raw, off
+        return (Symbol(text) if code & 0x0F == 3 else text), off
+    if code in (0xC0, 0xC1, 0xD0, 0xD1, 0xE0, 0xF0):
+        small = code & 0xF0 in (0xC0, 0xE0)
+        w = 1 if small else 4
+        if off + 2 * w > end:
+            raise AmqpError("compound header cut off")
+        if small:
+            size, count = buf[off], buf[off + 1]
+        else:
+            size, count = struct.unpack_from(">II", buf, off)
+        body_end = off + w + size
+        if size < w or body_end > end:
+            raise AmqpError("compound size overruns")
+        off += 2 * w
+        if code in (0xE0, 0xF0):
+            return _array(buf, off, body_end, count, depth), body_end
+        items: list[Any] = []
+        for _ in range(count):
+            if off >= body_end:
+                raise AmqpError("compound count exceeds its size")
+            v, off = decode_value(buf, off, body_end, depth + 1)
+            items.append(v)
+        if code in (0xC1, 0xD1):
+            return _pairs(items), body_end
+        return items, body_end
+    raise AmqpError(f"unknown type code {code:#04x}")
+
+
+def _array(buf: bytes | memoryview, off: int, end: int, count: int, depth: int) -> list[Any]:
+    if count == 0:
+        return []
+    if off >= end:
+        raise AmqpError("array constructor cut off")
+    desc = None
+    if buf[off] == 0x00:
+        desc, off = decode_value(buf, off + 1, end, depth + 1)
+        if off >= end:
+            raise AmqpError("array constructor cut off")
+    code = buf[off]
+    off += 1
+    if code in _CONST and count > end - off + 64:
+        # Zero-width elements: a count from the wire must not decide how much we build.
+        raise AmqpError("array of zero-width elements with an implausible count")
+    out: list[Any] = []
+    for _ in range(count):
+        if off >= end and code not in _CONST:
+            raise AmqpError("array count exceeds its size")
+        v, off = _body(code, buf, off, end, depth + 1)
+        out.append(Described(desc, v) if desc is not None else v)
+    return out
+
+
+def _pairs(items: list[Any]) -> dict[Any, Any]:
+    out: dict[Any, Any] = {}
+    for i in range(0, len(items) - 1, 2):
+        k = items[i]
+        try:
+            hash(k)
+        except TypeError:
+            k = repr(k)
+        out[k] = items[i + 1]
+    return out
+
+
+def plain(v: Any) -> Any:
+    """JSON-friendly value (keys as strings, described values as dicts)."""
+    if isinstance(v, Described):
+        return {"descriptor": plain(v.descriptor), "value": plain(v.value)}
+    if isinstance(v, dict):
+        return {str(k): plain(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [plain(x) for x in v]
+    return v
+
+
+def _ts_display(v: Any) -> str | None:
+    if isinstance(v, int) and not isinstance(v, bool):
+        try:
+            return datetime.fromtimestamp(v / 1000, UTC).isoformat(timespec="milliseconds")
+        except (OverflowError, OSError, ValueError):
+            return None
+    return None
+
+
+def _value_field(name: str, v: Any, off: int, size: int) -> Field:
+    display = _ts_display(v) if isinstance(v, Timestamp) or name in _TIME_FIELDS else None
+    if isinstance(v, dict):
+        kids = [_value_field(str(k), x, -1, 0) for k, x in v.items()]
+        return Field(name, len(v), off, size, display, kids)
+    if isinstance(v, Described):
+        return Field(name, plain(v), off, size, display)
+    if isinstance(v, list):
+        return Field(name, plain(v), off, size, display)
+    return Field(name, v, off, size, display)
+
+
+def message_fields(buf: bytes | memoryview, off: int, end: int, base: int) -> list[Field] | None:
+    """Sections of an AMQP 1.0 message in ``buf[off:end]``; Field offsets are ``base``-relative
+    (pass -1 as base to mark the bytes as not on the wire, e.g. decompressed). None if not AMQP."""
+    if end - off < 3 or buf[off] != 0x00:
+        return None
+    out: list[Field] = []
+    pos = off
+    try:
+        while pos < end:
+            if buf[pos] != 0x00:
+                raise AmqpError("not a described section")
+            desc, p = decode_value(buf, pos + 1, end, 1)
+            code = SYMBOLIC.get(desc) if isinstance(desc, str) else desc
+            if code not in SECTIONS:
+                raise AmqpError(f"unknown section descriptor {desc!r}")
+            val, p = decode_value(buf, p, end, 1)
+            at = pos - off + base if base >= 0 else -1
+            out.append(_section(SECTIONS[code], val, at, p - pos))
+            pos = p
+    except AmqpError:
+        return None
+    return out
+
+
+def _section(name: str, val: Any, at: int, size: int) -> Field:
+    if name in ("header", "properties") and isinstance(val, list):
+        names = HEADER_FIELDS if name == "header" else PROPERTY_FIELDS
+        kids = [_value_field(names[i] if i < len(names) else f"[{i}]", v, -1, 0)
+                for i, v in enumerate(val) if v is not None]
+        return Field(name, None, at, size, None, kids)
+    if isinstance(val, dict):
+        kids = [_value_field(str(k), v, -1, 0) for k, v in val.items()]
+        return Field(name, len(val), at, size, None, kids)
+    return _value_field(name, val, at, size)
+
+
+# --------------------------------------------------------------------------- encoding (tests, bench)
+def encode_value(v: Any) -> bytes:
+    if v is None:
+        return b"\x40"
+    if isinstance(v, bool):
+        return b"\x41" if v else b"\x42"
+    if isinstance(v, Timestamp):
+        return b"\x83" + struct.pack(">q", v)
+    if isinstance(v, int):
+        if -128 <= v <= 127:
+            return b"\x55" + struct.pack(">b", v)
+        return b"\x81" + struct.pack(">q", v)
+    if isinstance(v, float):
+        return b"\x82" + struct.pack(">d", v)
+    if isinstance(v, Symbol):
+        raw = v.encode("ascii")
+        return (b"\xa3" + bytes([len(raw)]) if len(raw) < 256 else b"\xb3" + struct.pack(">I", len(raw))) + raw
+    if isinstance(v, str):
+        raw = v.encode("utf-8")
+        return (b"\xa1" + bytes([len(raw)]) if len(raw) < 256 else b"\xb1" + struct.pack(">I", len(raw))) + raw
+    if isinstance(v, (bytes, bytearray)):
+        raw = bytes(v)
+        return (b"\xa0" + bytes([len(raw)]) if len(raw) < 256 else b"\xb0" + struct.pack(">I", len(raw))) + raw
+    if isinstance(v, Described):
+        return b"\x00" + encode_value(v.descriptor) + encode_value(v.value)
+    if isinstance(v, Mapping):
+        body = b"".join(encode_value(k) + encode_value(x) for k, x in v.items())
+        return b"\xd1" + struct.pack(">II", len(body) + 4, 2 * len(v)) + body
+    if isinstance(v, Sequence):
+        body = b"".join(encode_value(x) for x in v)
+        return b"\xd0" + struct.pack(">II", len(body) + 4, len(v)) + body
+    raise TypeError(f"cannot encode {type(v).__name__}")
+
+
+def _section_bytes(code: int, value: bytes) -> bytes:
+    return b"\x00\x53" + bytes([code]) + value
+
+
+def encode_message(body: bytes | None = None, *, properties: Mapping[str, Any] | None = None,
+                   application_properties: Mapping[str, Any] | None = None,
+                   message_annotations: Mapping[str, Any] | None = None,
+                   header: Mapping[str, Any] | None = None, value: Any = None) -> bytes:
+    """A bare AMQP 1.0 message; ``properties``/``header`` keys are the field names above."""
+    out = []
+    if header:
+        out.append(_section_bytes(0x70, encode_value(_as_list(header, HEADER_FIELDS))))
+    if message_annotations:
+        out.append(_section_bytes(0x72, encode_value({Symbol(k): v for k, v in message_annotations.items()})))
+    if properties:
+        out.append(_section_bytes(0x73, encode_value(_as_list(properties, PROPERTY_FIELDS))))
+    if application_properties:
+        out.append(_section_bytes(0x74, encode_value(dict(application_properties))))
+    if body is not None:
+        out.append(_section_bytes(0x75, encode_value(bytes(body))))
+    elif value is not None:
+        out.append(_section_bytes(0x77, encode_value(value)))
+    return b"".join(out)
+
+
+def _as_list(values: Mapping[str, Any], names: Sequence[str]) -> list[Any]:
+    last = max(names.index(k) for k in values)
+    return [values.get(n) for n in names[:last + 1]]

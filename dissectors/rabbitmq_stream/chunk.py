@@ -1,0 +1,422 @@
+"""The Osiris chunk carried by Deliver, and the message entries shared with Publish.
+
+Hot path: a Deliver frame holds one chunk of possibly thousands of records. The header is read
+with one ``struct.unpack_from``; each record becomes one small :class:`RecordField` whose AMQP 1.0
+section tree is only built when someone looks at it (renderers, JSON output, tests).
+"""
+
+from __future__ import annotations
+
+import gzip
+import struct
+import zlib
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from analyzer.api import Field
+from dissectors.rabbitmq_stream import amqp
+
+#: Magic/version, chunk type, entries, records, timestamp, epoch, first offset, CRC, data length,
+#: trailer length, Bloom size, 3 reserved bytes = 48 bytes.
+HEADER = struct.Struct(">BBHIqQQIIIB3s")
+#: The 2020 draft chunk: magic/version, entries, records, epoch, first offset, CRC, data length (31 bytes).
+DRAFT_HEADER = struct.Struct(">BHIQQiI")
+#: The same with the timestamp servers of mid-2020 already wrote after NumRecords (39 bytes).
+DRAFT_HEADER_TS = struct.Struct(">BHIqQQiI")
+SUB_BATCH = struct.Struct(">BHII")
+DRAFT_SUB_BATCH = struct.Struct(">BHI")
+U32 = struct.Struct(">I")
+
+CHUNK_TYPES = {0: "user data", 1: "tracking delta", 2: "tracking snapshot"}
+COMPRESSION = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd", 5: "reserved", 6: "reserved",
+               7: "user-defined"}
+#: Decompressed sub-batches larger than this are not expanded (a length from the wire never decides
+#: how much memory we use).
+MAX_UNCOMPRESSED = 64 << 20
+
+
+# ------------------------------------------------------------------------------ optional codecs
+def _snappy() -> Callable[[bytes, int], bytes] | None:
+    try:
+        import snappy  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+
+    def dec(data: bytes, limit: int) -> bytes:
+        if data[:10] == b"\xff\x06\x00\x00sNaPpY":
+            d = snappy.StreamDecompressor()
+            return d.decompress(data)[:limit]
+        return snappy.uncompress(data)[:limit]
+
+    return dec
+
+
+def _lz4() -> Callable[[bytes, int], bytes] | None:
+    try:
+        import lz4.frame  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+
+    def dec(data: bytes, limit: int) -> bytes:
+        d = lz4.frame.LZ4FrameDecompressor()
+        return d.decompress(data, max_length=limit)
+
+    return dec
+
+
+def _zstd() -> Callable[[bytes, int], bytes] | None:
+    try:
+        import zstandard  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+
+    def dec(data: bytes, limit: int) -> bytes:
+        return zstandard.ZstdDecompressor().decompressobj().decompress(data)[:limit]
+
+    return dec
+
+
+def _none(data: bytes, limit: int) -> bytes:
+    return data[:limit]
+
+
+def _gzip(data: bytes, limit: int) -> bytes:
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    return d.decompress(data, limit)
+
+
+DECOMPRESSORS: dict[int, Callable[[bytes, int], bytes] | None] = {
+    0: _none, 1: _gzip, 2: _snappy(), 3: _lz4(), 4: _zstd(),
+}
+
+
+def gzip_compress(data: bytes) -> bytes:
+    return gzip.compress(data)
+
+
+# ------------------------------------------------------------------------------ records
+_BASE_CHILDREN = Field.__dict__["children"]
+
+
+class RecordField(Field):
+    """One message of a chunk or Publish, with its section tree built on first access.
+
+    ``value`` is the record's offset (Deliver) or None; the message bytes stay in the frame buffer
+    until ``children`` is read.
+    """
+
+    __slots__ = ("_buf", "_at", "_len", "_base", "_extra")
+
+    def __init__(self, name: str, value: Any, offset: int, size: int, buf: bytes, at: int, length: int,
+                 base: int, extra: list[Field] | None = None) -> None:
+        self.name = name
+        self.value = value
+        self.offset = offset
+        self.size = size
+        self.display = None
+        self.is_list = False
+        _BASE_CHILDREN.__set__(self, None)
+        self._buf = buf
+        self._at = at
+        self._len = length
+        self._base = base
+        self._extra = extra
+
+    @property  # type: ignore[override]
+    def children(self) -> list[Field] | None:
+        kids = _BASE_CHILDREN.__get__(self)
+        if kids is None:
+            kids = self._build()
+            _BASE_CHILDREN.__set__(self, kids)
+        return kids
+
+    @children.setter
+    def children(self, value: list[Field] | None) -> None:
+        _BASE_CHILDREN.__set__(self, value)
+
+    @property
+    def message(self) -> bytes:
+        return bytes(self._buf[self._at:self._at + self._len])
+
+    def _build(self) -> list[Field]:
+        at, n, base = self._at, self._len, self._base
+        wire = base >= 0
+        kids = list(self._extra or ())
+        if self.value is not None and self.name == "record":
+            kids.insert(0, Field("offset", self.value))
+        kids.append(Field("length", n, at - 4 + base if wire else -1, 4 if wire else 0))
+        sections = amqp.message_fields(self._buf, at, at + n, at + base if wire else -1)
+        if sections is None:
+            kids.append(Field("message", bytes(self._buf[at:at + n]), at + base if wire else -1, n if wire else 0))
+        else:
+            kids.append(Field("amqp", None, at + base if wire else -1, n if wire else 0, "AMQP 1.0 message",
+                              sections))
+        return kids
+
+
+class ChunkProblem:
+    """Problems met while decoding entries (the connection turns them into findings)."""
+
+    __slots__ = ("crc_mismatch", "errors", "notes")
+
+    def __init__(self) -> None:
+        self.crc_mismatch: tuple[int, int] | None = None
+        self.errors: list[str] = []
+        self.notes: list[str] = []
+
+
+def decode_entries(buf: bytes, pos: int, end: int, base: int, n_entries: int, first_offset: int | None,
+                   problems: ChunkProblem, draft: bool = False) -> tuple[list[Field], int, int]:
+    """Entries in ``buf[pos:end]``; returns (entry fields, records seen, end position).
+
+    ``base`` turns buffer positions into frame-relative offsets (frame start = ``-base``).
+    Records get offsets ``first_offset + i`` when ``first_offset`` is known (Deliver).
+    """
+    out: list[Field] = []
+    append = out.append
+    unpack = U32.unpack_from
+    sub = DRAFT_SUB_BATCH if draft else SUB_BATCH
+    rec = 0
+    i = 0
+    while pos < end and i < n_entries:
+        i += 1
+        b0 = buf[pos]
+        if not b0 & 0x80:
+            if pos + 4 > end:
+                problems.errors.append(f"entry {i - 1}: length cut off")
+                break
+            (n,) = unpack(buf, pos)
+            if pos + 4 + n > end:
+                problems.errors.append(f"entry {i - 1}: message length {n} overruns the data by "
+                                       f"{pos + 4 + n - end} bytes")
+                break
+            off = None if first_offset is None else first_offset + rec
+            append(RecordField("record", off, pos - base, 4 + n, buf, pos + 4, n, -base))
+            rec += 1
+            pos += 4 + n
+            continue
+        if pos + sub.size > end:
+            problems.errors.append(f"entry {i - 1}: sub-batch header cut off")
+            break
+        if draft:
+            flags, count, dlen = sub.unpack_from(buf, pos)
+            ulen = None
+        else:
+            flags, count, ulen, dlen = sub.unpack_from(buf, pos)
+        body = pos + sub.size
+        if body + dlen > end:
+            problems.errors.append(f"entry {i - 1}: sub-batch data length {dlen} overruns the data by "
+                                   f"{body + dlen - end} bytes")
+            break
+        comp = (flags >> 4) & 7
+        f_off = pos - base
+        kids = [
+            Field("compression", comp, f_off, 1, COMPRESSION[comp]),
+            Field("record_count", count, f_off + 1, 2),
+        ]
+        if ulen is not None:
+            kids.append(Field("uncompressed_length", ulen, f_off + 3, 4))
+        kids.append(Field("data_length", dlen, f_off + sub.size - 4, 4))
+        records, got = _sub_batch_records(buf, body, dlen, comp, count, ulen, base, first_offset, rec, problems,
+                                          i - 1)
+        kids.append(Field("records", got, body - base, dlen, None, records, True))
+        append(Field("sub_batch", count, f_off, sub.size + dlen, f"{count} records, {COMPRESSION[comp]}", kids))
+        rec += count
+        pos = body + dlen
+    return out, rec, pos
+
+
+def _sub_batch_records(buf: bytes, body: int, dlen: int, comp: int, count: int, ulen: int | None, base: int,
+                       first_offset: int | None, rec: int, problems: ChunkProblem,
+                       entry: int) -> tuple[list[Field], int]:
+    if comp == 0:
+        data, dbase, start, stop = buf, -base, body, body + dlen
+    else:
+        dec = DECOMPRESSORS.get(comp)
+        if dec is None:
+            problems.notes.append(f"entry {entry}: {COMPRESSION[comp]} sub-batch shown compressed "
+                                  f"(no decoder available)")
+            return [Field("compressed", bytes(buf[body:body + dlen]), body - base, dlen)], 0
+        limit = min(ulen if ulen is not None else MAX_UNCOMPRESSED, MAX_UNCOMPRESSED)
+        try:
+            data = dec(bytes(buf[body:body + dlen]), limit)
+        except Exception as exc:  # any codec failure is the data's fault, not ours
+            problems.errors.append(f"entry {entry}: {COMPRESSION[comp]} sub-batch does not decompress: {exc}")
+            return [Field("compressed", bytes(buf[body:body + dlen]), body - base, dlen)], 0
+        if ulen is not None and len(data) != ulen:
+            problems.errors.append(f"entry {entry}: sub-batch uncompressed length is {len(data)}, header says {ulen}")
+        dbase, start, stop = -1, 0, len(data)
+    out: list[Field] = []
+    pos = start
+    wire = dbase >= 0
+    for k in range(count):
+        if pos + 4 > stop:
+            problems.errors.append(f"entry {entry}: sub-batch holds {k} of its {count} records")
+            break
+        (n,) = U32.unpack_from(data, pos)
+        if n & 0x80000000 or pos + 4 + n > stop:
+            problems.errors.append(f"entry {entry}: sub-batch record {k} length {n} overruns the sub-batch")
+            break
+        off = None if first_offset is None else first_offset + rec + k
+        out.append(RecordField("record", off, pos + dbase if wire else -1, 4 + n if wire else 0, data, pos + 4, n,
+                               dbase))
+        pos += 4 + n
+    else:
+        if pos != stop:
+            problems.errors.append(f"entry {entry}: {stop - pos} bytes after the sub-batch's {count} records")
+    return out, len(out)
+
+
+def ts_display(ms: int) -> str:
+    try:
+        return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
+    except (OverflowError, OSError, ValueError):
+        return "out of range"
+
+
+class ChunkInfo:
+    """What the connection needs to know about one decoded chunk."""
+
+    __slots__ = ("first_offset", "records", "entries", "chunk_type", "crc_ok", "header_len")
+
+    def __init__(self) -> None:
+        self.first_offset = 0
+        self.records = 0
+        self.entries = 0
+        self.chunk_type = 0
+        self.crc_ok: bool | None = None
+        self.header_len = 48
+
+
+def decode_chunk(buf: bytes, pos: int, end: int, problems: ChunkProblem, info: ChunkInfo,
+                 draft: bool = False) -> list[Field]:
+    """The chunk in ``buf[pos:end]`` (``pos`` is frame-relative: buf is the whole frame)."""
+    if draft:
+        return _decode_draft_chunk(buf, pos, end, problems, info)
+    if pos + 48 > end:
+        problems.errors.append(f"chunk header needs 48 bytes, {end - pos} left")
+        return [Field("chunk_bytes", bytes(buf[pos:end]), pos, end - pos)]
+    (magic, ctype, n_entries, n_records, ts, epoch, first, crc, dlen, tlen, bloom,
+     reserved) = HEADER.unpack_from(buf, pos)
+    info.first_offset, info.records, info.entries, info.chunk_type = first, n_records, n_entries, ctype
+    data = pos + 48
+    f = [
+        Field("magic_version", magic, pos, 1, f"magic {magic >> 4:#x}, version {magic & 15}"),
+        Field("chunk_type", ctype, pos + 1, 1, CHUNK_TYPES.get(ctype, f"unknown ({ctype})")),
+        Field("num_entries", n_entries, pos + 2, 2),
+        Field("num_records", n_records, pos + 4, 4),
+        Field("timestamp", ts, pos + 8, 8, ts_display(ts)),
+        Field("epoch", epoch, pos + 16, 8),
+        Field("chunk_first_offset", first, pos + 24, 8),
+    ]
+    if magic != 0x50:
+        problems.errors.append(f"chunk magic/version is {magic:#04x}, expected 0x50")
+    if ctype not in CHUNK_TYPES:
+        problems.errors.append(f"unknown chunk type {ctype}")
+    crc_field = Field("crc", crc, pos + 32, 4)
+    f.append(crc_field)
+    f += [
+        Field("data_length", dlen, pos + 36, 4),
+        Field("trailer_length", tlen, pos + 40, 4),
+        Field("bloom_size", bloom, pos + 44, 1),
+        Field("reserved", int.from_bytes(reserved, "big"), pos + 45, 3),
+    ]
+    if data + dlen > end:
+        problems.errors.append(f"chunk data length {dlen} overruns the frame by {data + dlen - end} bytes")
+        crc_field.display = "not checked (data cut off)"
+        dend = end
+    else:
+        dend = data + dlen
+        computed = zlib.crc32(memoryview(buf)[data:dend])
+        info.crc_ok = computed == crc
+        if info.crc_ok:
+            crc_field.display = "verified"
+        else:
+            crc_field.display = f"mismatch: data has {computed:#010x}"
+            problems.crc_mismatch = (crc, computed)
+    entries, recs, stop = decode_entries(buf, data, dend, 0, n_entries, first, problems)
+    if len(entries) != n_entries and not problems.errors:
+        problems.errors.append(f"chunk says {n_entries} entries, data holds {len(entries)}")
+    elif stop != dend and not problems.errors:
+        problems.errors.append(f"{dend - stop} bytes left in the data section after {n_entries} entries")
+    if recs != n_records and not problems.errors and not problems.notes:
+        problems.errors.append(f"chunk says {n_records} records, entries hold {recs}")
+    f.append(Field("entries", len(entries), data, dend - data, None, entries, True))
+    if dend < end:
+        trailer = bytes(buf[dend:end])
+        disp = None if len(trailer) == tlen else f"{len(trailer)} bytes, header says {tlen}"
+        f.append(Field("trailer", trailer, dend, end - dend, disp))
+        if disp is not None:
+            problems.errors.append(f"{end - dend} bytes after the chunk data, trailer length is {tlen}")
+    return f
+
+
+def _decode_draft_chunk(buf: bytes, pos: int, end: int, problems: ChunkProblem, info: ChunkInfo) -> list[Field]:
+    left = end - pos
+    st = DRAFT_HEADER
+    if left >= DRAFT_HEADER_TS.size:
+        (n,) = U32.unpack_from(buf, pos + DRAFT_HEADER_TS.size - 4)
+        if DRAFT_HEADER_TS.size + n == left:
+            st = DRAFT_HEADER_TS
+    if left < st.size:
+        problems.errors.append(f"chunk header needs {st.size} bytes, {left} left")
+        return [Field("chunk_bytes", bytes(buf[pos:end]), pos, left)]
+    f: list[Field] = []
+    if st is DRAFT_HEADER_TS:
+        magic, n_entries, n_records, ts, epoch, first, crc, dlen = st.unpack_from(buf, pos)
+    else:
+        magic, n_entries, n_records, epoch, first, crc, dlen = st.unpack_from(buf, pos)
+        ts = None
+    info.first_offset, info.records, info.entries, info.header_len = first, n_records, n_entries, st.size
+    f.append(Field("magic_version", magic, pos, 1))
+    f.append(Field("num_entries", n_entries, pos + 1, 2))
+    f.append(Field("num_records", n_records, pos + 3, 4))
+    at = pos + 7
+    if ts is not None:
+        f.append(Field("timestamp", ts, at, 8, ts_display(ts)))
+        at += 8
+    f.append(Field("epoch", epoch, at, 8))
+    f.append(Field("chunk_first_offset", first, at + 8, 8))
+    crc_field = Field("crc", crc, at + 16, 4)
+    f.append(crc_field)
+    f.append(Field("data_length", dlen, at + 20, 4))
+    data = pos + st.size
+    dend = min(end, data + dlen)
+    if data + dlen > end:
+        problems.errors.append(f"chunk data length {dlen} overruns the frame by {data + dlen - end} bytes")
+    else:
+        computed = zlib.crc32(memoryview(buf)[data:dend])
+        info.crc_ok = computed == (crc & 0xFFFFFFFF)
+        crc_field.display = "verified" if info.crc_ok else f"mismatch: data has {computed:#010x}"
+        if not info.crc_ok:
+            problems.crc_mismatch = (crc & 0xFFFFFFFF, computed)
+    entries, _recs, _stop = decode_entries(buf, data, dend, 0, n_entries, first, problems, draft=True)
+    f.append(Field("entries", len(entries), data, dend - data, None, entries, True))
+    return f
+
+
+# ------------------------------------------------------------------------------ encoding (tests, bench)
+def simple_entry(message: bytes) -> bytes:
+    return U32.pack(len(message)) + message
+
+
+def sub_batch_entry(messages: list[bytes], compression: int = 0) -> bytes:
+    raw = b"".join(simple_entry(m) for m in messages)
+    if compression == 0:
+        data = raw
+    elif compression == 1:
+        data = gzip.compress(raw)
+    else:
+        raise ValueError("the test encoder only compresses with none or gzip")
+    return SUB_BATCH.pack(0x80 | compression << 4, len(messages), len(raw), len(data)) + data
+
+
+def build_chunk(entries: list[bytes], records: int, first_offset: int, *, timestamp: int = 1_700_000_000_000,
+                epoch: int = 1, chunk_type: int = 0, crc: int | None = None, trailer: bytes = b"",
+                bloom_size: int = 0, magic: int = 0x50, num_entries: int | None = None) -> bytes:
+    data = b"".join(entries)
+    c = zlib.crc32(data) if crc is None else crc
+    head = HEADER.pack(magic, chunk_type, len(entries) if num_entries is None else num_entries, records, timestamp,
+                       epoch, first_offset, c, len(data), len(trailer), bloom_size, b"\0\0\0")
+    return head + data + trailer
