@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import sys
 from functools import cache
 from importlib.metadata import entry_points
@@ -22,7 +24,39 @@ def load_dissectors() -> dict[str, Dissector]:
             print(f"streamproto: cannot load dissector {ep.name!r}: {exc}", file=sys.stderr)
             continue
         found[dissector.name] = dissector
-    return found
+    for dissector in _builtin_packages(set(found)):
+        found.setdefault(dissector.name, dissector)
+    return dict(sorted(found.items()))
+
+
+def _builtin_packages(known: set[str]) -> list[Dissector]:
+    """Dissector packages under ``dissectors/`` not (yet) declared as entry points.
+
+    A new protocol then needs nothing but its own folder, also when running from a source tree
+    whose installed metadata predates it."""
+    try:
+        import dissectors
+    except ImportError:
+        return []
+    out: list[Dissector] = []
+    for info in pkgutil.iter_modules(dissectors.__path__):
+        if not info.ispkg or info.name in known:
+            continue
+        try:
+            module = importlib.import_module(f"dissectors.{info.name}")
+        except Exception as exc:
+            print(f"streamproto: cannot load dissector package {info.name!r}: {exc}", file=sys.stderr)
+            continue
+        for obj in vars(module).values():
+            if (isinstance(obj, type) and issubclass(obj, Dissector) and obj is not Dissector
+                    and obj.__module__.startswith(module.__name__) and getattr(obj, "name", None)
+                    and obj.name not in known):
+                try:
+                    out.append(obj())
+                except Exception as exc:
+                    print(f"streamproto: cannot load dissector {obj.name!r}: {exc}", file=sys.stderr)
+                known.add(obj.name)
+    return out
 
 
 def parse_decode_as(specs: list[str], known: dict[str, Dissector]) -> dict[int, str]:
