@@ -331,6 +331,7 @@ class Amqp091Connection(BaseConnection):
                           f"Unknown frame type {ftype} ch={ch} len={size}",
                           [*self._head_fields(ftype, ch, size),
                            Field("payload", bytes(data[7:7 + size]), 7, size)], findings)
+        frame.data = data  # the wire bytes, for --hex and for oracles
         return frame
 
     @staticmethod
@@ -366,7 +367,7 @@ class Amqp091Connection(BaseConnection):
             if dialect is not None and (dialect.startswith("1.0") or dialect == "0-10"):
                 self.foreign = True
         return Frame(d, piece.offset, 8, "ProtocolHeader", None, f"ProtocolHeader {desc}", fields, findings,
-                     dialect=dialect)
+                     dialect=dialect, data=data)
 
     def _heartbeat(self, d: Direction, data: bytes, ch: int, size: int, offset: int,
                    findings: list[Finding]) -> Frame:
