@@ -105,6 +105,7 @@ def _read_pcap(path: str, ch: _Chunks) -> Iterator[RawPacket]:
     linktype = network & 0x03FFFFFF  # upper bits carry FCS information
     ch.pos = 24
     unpack = struct.Struct(endian + "IIII").unpack_from
+    new = tuple.__new__  # skips the named tuple's Python-level constructor
     number = 0
     # Hot loop: the window is kept in locals and handed back to ``ch`` only to refill it.
     buf, pos = ch.buf, 24
@@ -130,7 +131,7 @@ def _read_pcap(path: str, ch: _Chunks) -> Iterator[RawPacket]:
             start = pos + 16
             end = start + incl
         number += 1
-        yield RawPacket(number, sec + frac * unit, linktype, buf[start:end], orig)
+        yield new(RawPacket, (number, sec + frac * unit, linktype, buf[start:end], orig))
         pos = end
 
 

@@ -30,6 +30,7 @@ SNIFF_LIMIT = 4096
 SNIFF_THRESHOLD = 0.5
 #: Closed conversations remembered to absorb their trailing packets.
 CLOSED_KEEP = 4096
+_SYN_FIN_RST = SYN | FIN | RST
 
 
 class NoDecodableLinkType(Exception):
@@ -127,7 +128,8 @@ class Analyzer:
         # Conversations closed by FIN/RST, so their last ACKs do not open a new one.
         self._closed: OrderedDict[tuple[str, int, str, int], FlowInfo] = OrderedDict()
         # (src, dst, sport, dport) -> conversation and direction, for decided live conversations.
-        self._fast: dict[tuple[str, str, int, int], tuple[_Conversation, Direction]] = {}
+        # (src, dst, sport, dport) -> (conversation, direction, its side, the other side, flow info).
+        self._fast: dict[tuple[str, str, int, int], tuple[_Conversation, Direction, _Side, _Side, FlowInfo]] = {}
         self.linkdec = LinkDecoder()
         self.packets = 0
         self.first_ts: float | None = None
@@ -171,27 +173,26 @@ class Analyzer:
             self.packets, self.last_ts = count, ts
         yield from self.finish()
 
-    def _fast_segment(self, seg: TcpSegment, number: int, ts: float) -> list[Event] | None:
+    def _fast_segment(self, seg: TcpSegment, number: int, ts: float) -> list[Event] | tuple[()] | None:
         """The common case (a known, decided conversation; no SYN, FIN or RST) without generators.
         None sends the segment down the general path."""
         hit = self._fast.get(seg[:4])
-        if hit is None or seg.flags & (SYN | FIN | RST):
+        if hit is None or seg.flags & _SYN_FIN_RST:
             return None
-        conv, direction = hit
-        info = conv.info
+        conv, direction, side, other_side, info = hit
         info.packets += 1
         info.last_ts = ts
-        side = conv.sides[direction]
-        out: list[Event] = []
+        out: list[Event] | None = None
         if seg.flags & ACK and seg.ack != side.last_ack:
             side.last_ack = seg.ack
-            other = direction.other
-            peer = conv.sides[other].reasm.peer_ack(seg.ack, number, ts)
+            peer = other_side.reasm.peer_ack(seg.ack, number, ts)
             if peer:
-                out.extend(self._stream(conv, other, peer, ts))
+                out = list(self._stream(conv, direction.other, peer, ts))
         if seg.payload:
             events = side.reasm.segment(seg.seq, seg.payload, False, number, ts)
             if events:
+                if out is None:
+                    out = []
                 conn = conv.conn
                 if len(events) != 1 or type(events[0]) is not Data:
                     out.extend(self._stream(conv, direction, events, ts))
@@ -210,15 +211,16 @@ class Analyzer:
                             out.extend(self._emit(conv, res))
                     except Exception as exc:  # a dissector bug must not end the whole analysis
                         out.extend(self._account(conv, _dissector_crash(conv, exc)))
-        return out
+        return () if out is None else out
 
     def _index(self, conv: _Conversation) -> None:
         """(Re)register a conversation's 4-tuples for the fast path."""
         (cip, cport), (sip, sport) = conv.info.client, conv.info.server
         if conv.undecided:
             return
-        self._fast[(cip, sip, cport, sport)] = (conv, Direction.C2S)
-        self._fast[(sip, cip, sport, cport)] = (conv, Direction.S2C)
+        c, s = conv.sides[Direction.C2S], conv.sides[Direction.S2C]
+        self._fast[(cip, sip, cport, sport)] = (conv, Direction.C2S, c, s, conv.info)
+        self._fast[(sip, cip, sport, cport)] = (conv, Direction.S2C, s, c, conv.info)
 
     def _unindex(self, conv: _Conversation) -> None:
         (cip, cport), (sip, sport) = conv.info.client, conv.info.server

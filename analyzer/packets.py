@@ -49,6 +49,10 @@ class TcpSegment(NamedTuple):
     truncated: bool  # the capture holds fewer bytes than the IP header announces
 
 
+# Building the named tuple through tuple.__new__ skips its Python-level constructor (hot path).
+_new = tuple.__new__
+
+
 class LinkDecoder:
     """Decodes packets to TCP segments and keeps count of what it skipped."""
 
@@ -90,8 +94,8 @@ class LinkDecoder:
                     if start <= end:
                         have = len(data)
                         if end <= have:
-                            return TcpSegment(src, dst, sport, dport, seq, ack, flags, data[start:end], False)
-                        return TcpSegment(src, dst, sport, dport, seq, ack, flags, data[start:], True)
+                            return _new(TcpSegment, (src, dst, sport, dport, seq, ack, flags, data[start:end], False))
+                        return _new(TcpSegment, (src, dst, sport, dport, seq, ack, flags, data[start:], True))
         try:
             if lt == LINKTYPE_ETHERNET:
                 off, etype = 12, _u16(data, 12)[0]

@@ -47,6 +47,7 @@ class Note(NamedTuple):
 
 
 Event = Data | Gap | Note
+_new = tuple.__new__  # builds a named tuple without its Python-level constructor (hot path)
 
 
 class StreamReassembler:
@@ -86,7 +87,7 @@ class StreamReassembler:
             tail += payload
             if len(tail) > 2 * TAIL_KEEP:
                 self._trim()
-            return [Data(start, payload, packet, ts)]
+            return [_new(Data, (start, payload, packet, ts))]
         if self.next_seq is None:
             self.next_seq, self.next_abs = seq, 0  # the capture starts mid-stream
         start = self._abs(seq)
