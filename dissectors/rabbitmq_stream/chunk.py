@@ -335,13 +335,15 @@ def decode_chunk(buf: bytes, pos: int, end: int, problems: ChunkProblem, info: C
         else:
             crc_field.display = f"mismatch: data has {computed:#010x}"
             problems.crc_mismatch = (crc, computed)
+    before = len(problems.errors)
     entries, recs, stop = decode_entries(buf, data, dend, 0, n_entries, first, problems)
-    if len(entries) != n_entries and not problems.errors:
-        problems.errors.append(f"chunk says {n_entries} entries, data holds {len(entries)}")
-    elif stop != dend and not problems.errors:
-        problems.errors.append(f"{dend - stop} bytes left in the data section after {n_entries} entries")
-    if recs != n_records and not problems.errors and not problems.notes:
-        problems.errors.append(f"chunk says {n_records} records, entries hold {recs}")
+    if len(problems.errors) == before:  # the entries themselves parsed: compare them with the header
+        if len(entries) != n_entries:
+            problems.errors.append(f"chunk says {n_entries} entries, data holds {len(entries)}")
+        elif stop != dend:
+            problems.errors.append(f"{dend - stop} bytes left in the data section after {n_entries} entries")
+        elif recs != n_records and not problems.notes:
+            problems.errors.append(f"chunk says {n_records} records, entries hold {recs}")
     f.append(Field("entries", len(entries), data, dend - data, None, entries, True))
     if dend < end:
         trailer = bytes(buf[dend:end])

@@ -29,6 +29,8 @@ I32 = struct.Struct(">i")
 C2S, S2C = Direction.C2S, Direction.S2C
 #: A Size above this is taken as loss of sync rather than a frame to wait for.
 MAX_FRAME = 64 << 20
+#: Bytes examined per resynchronisation attempt (bounds the work on long runs of garbage).
+RESYNC_WINDOW = 256 << 10
 #: Publishing ids remembered per connection while waiting for confirms.
 MAX_TRACKED = 1_000_000
 KEYS_CURRENT = frozenset(COMMANDS)
@@ -155,19 +157,30 @@ class StreamConnection(Connection):
         return (version in (1, 2) and key in KEYS_CURRENT) or (version == 0 and key_raw in KEYS_DRAFT)
 
     def _resync(self, buf: memoryview, pos: int) -> tuple[int, bool]:
+        """Next plausible frame start. A candidate is *confirmed* when the frame after it is plausible
+        too (or it ends exactly where the data ends); the first confirmed candidate wins. Otherwise the
+        bytes before the first unconfirmed candidate are dropped and we wait for more data."""
         n = len(buf)
         unpack = HEAD.unpack_from
-        for i in range(pos, n - 7):
+        first_maybe = -1
+        stop = min(n - 7, pos + RESYNC_WINDOW)
+        for i in range(pos, stop):
             size, key_raw, version = unpack(buf, i)
-            if 4 <= size <= MAX_FRAME and self._plausible(key_raw, version):
-                # A second frame right after this one makes the guess much safer when we can see it.
-                nxt = i + 4 + size
-                if nxt + 8 <= n:
-                    s2, k2, v2 = unpack(buf, nxt)
-                    if not (4 <= s2 <= MAX_FRAME and self._plausible(k2, v2)):
-                        continue
+            if not (4 <= size <= MAX_FRAME and self._plausible(key_raw, version)):
+                continue
+            nxt = i + 4 + size
+            if nxt == n:
                 return i, True
-        return max(pos, n - 7), False
+            if nxt + 8 <= n:
+                s2, k2, v2 = unpack(buf, nxt)
+                if 4 <= s2 <= MAX_FRAME and self._plausible(k2, v2):
+                    return i, True
+                continue
+            if first_maybe < 0:
+                first_maybe = i
+        if first_maybe >= 0:
+            return first_maybe, False
+        return max(pos, stop), False
 
     def _junk(self, d: Direction, piece: Piece, out: list[Event]) -> None:
         reason = self._resync_reason[d]
@@ -568,6 +581,8 @@ class StreamConnection(Connection):
                 code = values.get("response_code")
                 if code is not None and code.value == ok:
                     self.auth_ok = True
+                    if self.server_tuned and self.step < STEP["Tune"]:
+                        self.step = STEP["Tune"]
             return
         if name == "Tune":
             if not self.auth_ok:
@@ -575,7 +590,7 @@ class StreamConnection(Connection):
             elif self.server_tuned:
                 findings.append(R.HANDSHAKE_ORDER("second server Tune"))
             self.server_tuned = True
-            if self.step < STEP["Tune"]:
+            if self.auth_ok and self.step < STEP["Tune"]:
                 self.step = STEP["Tune"]
             return
         if self.step < OPEN_SENT:
