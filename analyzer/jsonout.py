@@ -29,29 +29,39 @@ def plain(value: Any) -> Any:
     return str(value)
 
 
+_SCALARS = (int, str, bool, float)
+
+
 def fields_json(fields: Sequence[Field]) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    repeated: set[str] | None = None
     for f in fields:
-        value = field_json(f)
-        if f.name in out:
-            # Repeated names (e.g. several data sections) become a list, in wire order.
-            prev = out[f.name]
-            if isinstance(prev, _Repeated):
-                prev.append(value)
-            else:
-                out[f.name] = _Repeated([prev, value])
+        ch = f.children
+        if ch is None:
+            value = f.value
+            if value is not None and type(value) not in _SCALARS:
+                value = plain(value)
+        elif f.is_list:
+            value = None if f.value is None and not ch else [field_json(c) for c in ch]
         else:
-            out[f.name] = value
-    return {k: (list(v) if isinstance(v, _Repeated) else v) for k, v in out.items()}
-
-
-class _Repeated(list):
-    pass
+            value = fields_json(ch)
+        name = f.name
+        if name not in out:
+            out[name] = value
+        elif repeated is not None and name in repeated:
+            out[name].append(value)
+        else:
+            # Repeated names (e.g. several data sections) become a list, in wire order.
+            out[name] = [out[name], value]
+            repeated = repeated or set()
+            repeated.add(name)
+    return out
 
 
 def field_json(f: Field) -> Any:
     if f.children is None:
-        return plain(f.value)
+        value = f.value
+        return value if value is None or type(value) in _SCALARS else plain(value)
     if f.is_list:
         if f.value is None and not f.children:
             return None
