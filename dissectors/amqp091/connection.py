@@ -164,14 +164,19 @@ class Amqp091Connection(BaseConnection):
         unpack = _HDR.unpack_from
 
         def resync(buf: memoryview, pos: int) -> tuple[int, bool]:
+            # A candidate is a known frame type with a plausible size whose frame-end octet is 0xCE
+            # (and, for a method, a known class). A candidate whose end is not buffered yet cannot
+            # be checked: keep scanning for a checkable one, and only wait (keeping bytes from the
+            # first unchecked candidate on) when none is found.
             n = len(buf)
             cap = self._cap
             p = pos
+            unchecked = -1
             while p < n:
                 t = buf[p]
                 if t in (1, 2, 3, 8):
                     if p + 7 > n:
-                        return p, False
+                        return (p if unchecked < 0 else unchecked), False
                     _t, _ch, size = unpack(buf, p)
                     if size <= cap:
                         end = p + 7 + size
@@ -179,10 +184,10 @@ class Amqp091Connection(BaseConnection):
                             if buf[end] == FRAME_END and (t != 1 or size >= 4 and (buf[p + 7] << 8 | buf[p + 8])
                                                           in CLASSES):
                                 return p, True
-                        else:
-                            return p, False  # maybe a frame: wait for its frame-end
+                        elif unchecked < 0:
+                            unchecked = p
                 p += 1
-            return n, False
+            return (n if unchecked < 0 else unchecked), False
 
         return resync
 
@@ -578,8 +583,8 @@ class Amqp091Connection(BaseConnection):
         if not isinstance(tag, int):
             return ""
         if d is C2S:
-            if self.midstream and tag <= chan.tag_floor:
-                return ""
+            if self.midstream and (chan.tag_floor < 0 or tag <= chan.tag_floor):
+                return ""  # deliveries before the capture started are unknown
             tracked = chan.unacked
             if multiple:
                 if tag == 0:
@@ -808,7 +813,7 @@ class Amqp091Connection(BaseConnection):
             c.body_size = body_size
             c.content_type = content_type
             if body_size == 0:
-                self._complete(c, frame, [])
+                frame.info += self._complete(c, frame, [])
             else:
                 c.expect = EXPECT_BODY
         elif c.expect == EXPECT_BODY:
