@@ -509,9 +509,9 @@ def test_unsupported_compression_is_a_note() -> None:
 def test_legacy_route_response_key() -> None:
     s = opened(broker_version="3.10.8")
     s.c(request("Route", correlation_id=80, routing_key="k", super_stream="ss"))
-    s.s(response("Route", correlation_id=80, key=0x0018, response_code=1, streams=["ss-0"]))
+    s.s(response("Route", correlation_id=80, raw_key=0x0018, response_code=1, streams=["ss-0"]))
     s.c(request("Partitions", correlation_id=81, super_stream="ss"))
-    s.s(response("Partitions", correlation_id=81, key=0x0019, response_code=1, streams=["ss-0", "ss-1"]))
+    s.s(response("Partitions", correlation_id=81, raw_key=0x0019, response_code=1, streams=["ss-0", "ss-1"]))
     events = run(s)
     got = only(events, R.LEGACY_RESPONSE_KEY.id)
     assert [c for c, _ in got] == ["RouteResponse", "PartitionsResponse"]

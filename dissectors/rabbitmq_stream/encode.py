@@ -31,17 +31,17 @@ def frame(key: int, version: int, body: bytes = b"") -> bytes:
     return struct.pack(">IHH", 4 + len(body), key, version) + body
 
 
-def request(name: str, version: int = 1, **values: Any) -> bytes:
+def request(name: str, version: int = 1, /, **values: Any) -> bytes:
     """A request or one-way command, every field from ``values`` (names as in the layouts)."""
     cmd = BY_NAME[name]
     return frame(cmd.key, version, cmd.requests[version].write(values))
 
 
-def response(name: str, version: int = 1, *, key: int | None = None, **values: Any) -> bytes:
-    """A response (key | 0x8000); ``key`` overrides the key (e.g. the 3.9 Route/Partitions quirk)."""
+def response(name: str, version: int = 1, /, *, raw_key: int | None = None, **values: Any) -> bytes:
+    """A response (key | 0x8000); ``raw_key`` overrides the key (e.g. the 3.9-3.11.0 Route/Partitions quirk)."""
     cmd = BY_NAME[name]
     assert cmd.response is not None, f"{name} has no response"
-    return frame(cmd.key | RESPONSE_BIT if key is None else key, version, cmd.response.write(values))
+    return frame(cmd.key | RESPONSE_BIT if raw_key is None else raw_key, version, cmd.response.write(values))
 
 
 def deliver(subscription_id: int, chunk: bytes, version: int = 1, committed_chunk_id: int = 0) -> bytes:
@@ -51,12 +51,12 @@ def deliver(subscription_id: int, chunk: bytes, version: int = 1, committed_chun
     return frame(0x0008, version, body + chunk)
 
 
-def draft_request(name: str, **values: Any) -> bytes:
+def draft_request(name: str, /, **values: Any) -> bytes:
     cmd = DRAFT_BY_NAME[name]
     return frame(cmd.key, 0, cmd.requests[0].write(values))
 
 
-def draft_response(name: str, **values: Any) -> bytes:
+def draft_response(name: str, /, **values: Any) -> bytes:
     cmd = DRAFT_BY_NAME[name]
     assert cmd.response is not None
     return frame(cmd.key, 0, cmd.response.write(values))
