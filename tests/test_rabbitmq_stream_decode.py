@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 
 from analyzer.api import Frame
-from dissectors.rabbitmq_stream import RabbitMQStreamDissector
-from dissectors.rabbitmq_stream import amqp
+from dissectors.rabbitmq_stream import RabbitMQStreamDissector, amqp
 from dissectors.rabbitmq_stream.encode import (
     BY_NAME,
     Script,
