@@ -22,7 +22,7 @@ from dissectors.schema import field_values
 
 CAPS = Path(__file__).resolve().parent.parent / "captures" / "amqp091"
 ALL = sorted(p.stem for p in CAPS.glob("*.pcap"))
-HEAD = {"type", "channel", "size", "class", "method", "publish-seq", "confirms", "message", "frame-end"}
+HEAD = {"frame-type", "channel", "size", "class", "method", "publish-seq", "confirms", "message", "frame-end"}
 
 
 @cache
@@ -77,7 +77,7 @@ def test_pamqp_decodes_every_frame_to_the_same_values(name: str) -> None:
             args = ours(fr.fields)
             theirs = {}
             for k, v in obj:
-                theirs[k.rstrip("_").replace("_", "-")] = norm(v)
+                theirs["type" if k == "exchange_type" else k.rstrip("_").replace("_", "-")] = norm(v)
             for k, v in args.items():
                 t = theirs[k]
                 if k == "delivery-tag" and isinstance(t, int) and t < 0:
@@ -127,8 +127,8 @@ def test_tshark_reports_the_same_methods_and_key_arguments(name: str) -> None:
     assert len(mine) == len(theirs)
     for fr, row in zip(mine, theirs, strict=True):
         assert fr.packets[1] == row["packet"], (fr.command, row)
-        assert int(row["type"]) == fr.get("type") and int(row["channel"]) == fr.get("channel")
-        if fr.get("type") == 1:
+        assert int(row["type"]) == fr.get("frame-type") and int(row["channel"]) == fr.get("channel")
+        if fr.get("frame-type") == 1:
             assert (int(row["method_class"]), int(row["method_method"])) == (fr.get("class"), fr.get("method"))
             for ours_name, theirs_name in KEYS.items():
                 v = fr.get(ours_name)
@@ -138,5 +138,5 @@ def test_tshark_reports_the_same_methods_and_key_arguments(name: str) -> None:
                 if v == "" and (t is None or t.rstrip().endswith(":")):
                     continue  # pyshark gives an empty string as its bare label ("Exchange: ")
                 assert str(v) == str(t), (fr.command, ours_name, v, t)
-        elif fr.get("type") == 2:
+        elif fr.get("frame-type") == 2:
             assert int(row["header_body_size"]) == fr.get("body-size")

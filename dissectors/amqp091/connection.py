@@ -341,7 +341,8 @@ class Amqp091Connection(BaseConnection):
 
     @staticmethod
     def _head_fields(ftype: int, ch: int, size: int) -> list[Field]:
-        return [Field("type", ftype, 0, 1, FRAME_TYPES.get(ftype, "unknown")), Field("channel", ch, 1, 2),
+        # "frame-type", not "type": exchange.declare and the content properties have a "type".
+        return [Field("frame-type", ftype, 0, 1, FRAME_TYPES.get(ftype, "unknown")), Field("channel", ch, 1, 2),
                 Field("size", size, 3, 4)]
 
     def _protocol_header(self, d: Direction, piece: Piece) -> Frame:
@@ -842,7 +843,7 @@ class Amqp091Connection(BaseConnection):
             pf = Field("payload", data[7:payload_end], 7, size)
         else:
             pf = Field("payload", data[7:7 + PAYLOAD_KEEP], 7, size, f"{size} bytes (first {PAYLOAD_KEEP} kept)")
-        fields = [Field("type", 3, 0, 1, "ContentBody"), Field("channel", ch, 1, 2), Field("size", size, 3, 4), pf]
+        fields = [Field("frame-type", 3, 0, 1, "ContentBody"), Field("channel", ch, 1, 2), Field("size", size, 3, 4), pf]
         frame = Frame(d, offset, len(data), "ContentBody", 3, "", fields, findings)
         info = f"ContentBody len={size}"
         if ch == 0:

@@ -1,0 +1,202 @@
+"""Decoding every method, the content header and field tables: our encoder, pamqp's encoder, round trips."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from decimal import Decimal
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pamqp import commands as pc
+from pamqp import frame as pframe
+
+from analyzer.api import Direction, Frame
+from dissectors.amqp091 import Amqp091Dissector
+from dissectors.amqp091 import encode as E
+from dissectors.amqp091.methods import BY_NAME, METHODS
+from dissectors.amqp091.wire import LONGSTR, OCTET, SHORTSTR, TABLE, Tagged
+from dissectors.schema import Bit, field_values
+
+HEAD = {"frame-type", "channel", "size", "class", "method", "publish-seq", "confirms", "message"}
+
+
+def decode_one(raw: bytes, direction: Direction = Direction.C2S) -> Frame:
+    conn = Amqp091Dissector().connection(True)  # midstream: no handshake expectations
+    frames = [e for e in conn.feed(direction, raw, 0.0) if isinstance(e, Frame)]
+    assert len(frames) == 1
+    return frames[0]
+
+
+def sample(spec_type: object, i: int) -> object:
+    if isinstance(spec_type, Bit):
+        return bool(i % 2)
+    if spec_type is SHORTSTR or spec_type is LONGSTR:
+        return f"s{i}"
+    if spec_type is TABLE:
+        return {"k": i, "s": "v"}
+    if spec_type is OCTET:
+        return i % 256
+    return i + 1
+
+
+@pytest.mark.parametrize("name", sorted(BY_NAME))
+def test_every_method_round_trips(name: str) -> None:
+    meth = BY_NAME[name]
+    args = {f.name: sample(f.type, i) for i, f in enumerate(meth.layout.fields)}
+    raw = E.method(name, 0 if meth.class_id == 10 else 3, args)
+    fr = decode_one(raw)
+    assert fr.command == name and fr.code == meth.class_id << 16 | meth.method_id
+    got = field_values([f for f in fr.fields if f.name not in HEAD])
+    assert got == args
+    assert not [f for f in fr.findings if f.id.startswith(("amqp091.method.over", "amqp091.method.under"))]
+
+
+PAMQP = [c for c in pc.__dict__.values() if isinstance(c, type)]
+
+
+def pamqp_methods() -> list[type]:
+    out = []
+    for cls in PAMQP:
+        for obj in vars(cls).values():
+            if isinstance(obj, type) and isinstance(getattr(obj, "index", None), int) and obj.name != "Basic.Properties":
+                out.append(obj)
+    return out
+
+
+@pytest.mark.parametrize("cls", pamqp_methods(), ids=lambda c: c.name)
+def test_every_pamqp_method_is_known_by_the_same_name_and_layout(cls: type) -> None:
+    meth = METHODS[cls.index]
+    assert meth.name == cls.name
+    args = {f.name: sample(f.type, i) for i, f in enumerate(meth.layout.fields)}
+    raw = E.method(meth.name, 0 if meth.class_id == 10 else 1, args)
+    consumed, _ch, obj = pframe.unmarshal(raw)
+    assert consumed == len(raw) and obj.name == meth.name
+    theirs = {("type" if k == "exchange_type" else k.rstrip("_").replace("_", "-")): v for k, v in obj}
+    for k, v in args.items():
+        t = theirs[k]
+        assert (dict(t) if isinstance(t, dict) else t) == v, k
+
+
+def test_field_table_tags_as_rabbitmq_encodes_them() -> None:
+    table = {
+        "t": True, "b": Tagged("b", -3), "B": Tagged("B", 250), "s": Tagged("s", -300), "u": Tagged("u", 60000),
+        "I": -70000, "i": Tagged("i", 3_000_000_000), "l": -(2**40), "f": Tagged("f", 1.5), "d": 2.25,
+        "D": Decimal("3.14"), "S": "text", "x": b"\x00\x01", "T": datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC),
+        "V": None, "A": [1, "two", [3]], "F": {"inner": {"deep": 1}},
+    }
+    fr = decode_one(E.method("Queue.Declare", 1, queue="q", arguments=table))
+    args = next(f for f in fr.fields if f.name == "arguments")
+    got = field_values(args.children)
+    expected = {k: (v.value if isinstance(v, Tagged) else v) for k, v in table.items()}
+    assert got == expected
+    ts = next(c for c in args.children if c.name == "T")
+    assert ts.display == "2024-05-06T07:08:09Z"
+    assert fr.findings == []
+    # pamqp decodes the same bytes to the same values.
+    _n, _ch, obj = pframe.unmarshal(fr.data)
+    theirs = dict(obj.arguments)
+    assert theirs["s"] == -300 and theirs["l"] == -(2**40) and theirs["D"] == Decimal("3.14")
+    assert bytes(theirs["x"]) == b"\x00\x01" and theirs["T"] == expected["T"] and theirs["A"] == [1, "two", [3]]
+
+
+def test_content_header_all_properties_against_pamqp() -> None:
+    props = pc.Basic.Properties(
+        content_type="text/plain", content_encoding="gzip", headers={"h": 1}, delivery_mode=2, priority=5,
+        correlation_id="c", reply_to="amq.rabbitmq.reply-to", expiration="60000", message_id="m",
+        timestamp=datetime(2023, 1, 2, 3, 4, 5, tzinfo=UTC), message_type="t", user_id="guest", app_id="a",
+        cluster_id="")
+    from pamqp.header import ContentHeader
+
+    raw = pframe.marshal(ContentHeader(0, 123, props), 1)
+    fr = decode_one(raw)
+    assert fr.get("body-size") == 123 and fr.get("delivery-mode") == 2 and fr.get("priority") == 5
+    assert fr.get("timestamp") == datetime(2023, 1, 2, 3, 4, 5, tzinfo=UTC)
+    assert fr.get("type") == "t" and fr.get("frame-type") == 2 and fr.get("reply-to") == "amq.rabbitmq.reply-to"
+    assert fr.get("cluster-id") is None  # pamqp leaves an empty cluster-id out
+    flags = next(f for f in fr.fields if f.name == "property-flags")
+    assert flags.value == 0xFFF8 and "content-type" in flags.display
+
+
+def test_protocol_header_names() -> None:
+    for dialect, raw in E.HEADERS.items():
+        conn = Amqp091Dissector().connection(False)
+        fr = next(iter(conn.feed(Direction.C2S, raw, 0.0)))
+        assert fr.command == "ProtocolHeader" and fr.get("version") == dialect
+
+
+def test_sniff() -> None:
+    d = Amqp091Dissector()
+    assert d.sniff(E.PROTOCOL_HEADER) .confidence == 1.0 and d.sniff(E.PROTOCOL_HEADER).from_client
+    start = E.method("Connection.Start", mechanisms="PLAIN")
+    assert d.sniff(start).confidence >= 0.9 and d.sniff(start).from_client is False
+    pub = E.message(1, b"x", exchange="e")
+    assert d.sniff(pub).confidence >= 0.9 and d.sniff(pub).from_client is True
+    assert d.sniff(b"GET / HTTP/1.1\r\n").confidence == 0.0
+    assert d.sniff(E.frame(1, 1, b"\x00\x3c\x00\x28", end=0)).confidence == 0.0
+
+
+def test_commands_doc_lists_every_method() -> None:
+    docs = Amqp091Dissector().commands()
+    names = {c.name for c in docs}
+    assert set(BY_NAME) <= names and {"ContentHeader", "ContentBody", "Heartbeat", "ProtocolHeader"} <= names
+    publish = next(c for c in docs if c.name == "Basic.Publish")
+    assert publish.code == "60,40" and "routing-key:shortstr" in publish.fields and "+content" in publish.fields
+
+
+# --------------------------------------------------------------------------- robustness (hypothesis)
+def _feed_all(chunks: list[tuple[bool, bytes]], midstream: bool) -> int:
+    conn = Amqp091Dissector().connection(midstream)
+    n = 0
+    ts = 0.0
+    for c2s, data in chunks:
+        ts += 0.5
+        n += len(list(conn.feed(Direction.C2S if c2s else Direction.S2C, data, ts)))
+    n += len(list(conn.end(ts + 1)))
+    return n
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.binary(max_size=300)), max_size=12), st.booleans())
+def test_random_bytes_never_raise(chunks: list[tuple[bool, bytes]], midstream: bool) -> None:
+    _feed_all(chunks, midstream)
+
+
+SESSION = E.Script().handshake().open_channel(1)
+SESSION.c(E.method("Queue.Declare", 1, queue="q", arguments={"a": [1, {"b": "c"}], "t": datetime.now(UTC)}))
+SESSION.c(E.message(1, b"payload" * 50, {"content-type": "text/plain", "headers": {"x": Decimal("1.5")}},
+                    frame_max=100))
+SESSION.s(E.message(1, b"out", name="Basic.Deliver", delivery_tag=1)).c(E.method("Basic.Ack", 1, delivery_tag=1))
+SESSION.close()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_mutated_real_frames_never_raise(data: st.DataObject) -> None:
+    steps = [(d is Direction.C2S, bytearray(b)) for d, b, _ in SESSION.steps]
+    for _ in range(data.draw(st.integers(1, 8))):
+        i = data.draw(st.integers(0, len(steps) - 1))
+        buf = steps[i][1]
+        kind = data.draw(st.sampled_from(["flip", "cut", "insert", "dup"]))
+        pos = data.draw(st.integers(0, max(len(buf) - 1, 0)))
+        if kind == "flip" and buf:
+            buf[pos] = data.draw(st.integers(0, 255))
+        elif kind == "cut":
+            del buf[pos:pos + data.draw(st.integers(1, 20))]
+        elif kind == "insert":
+            buf[pos:pos] = data.draw(st.binary(min_size=1, max_size=20))
+        else:
+            steps.insert(i, (steps[i][0], bytearray(buf)))
+    _feed_all([(c, bytes(b)) for c, b in steps], data.draw(st.booleans()))
+
+
+def test_huge_claimed_sizes_do_not_hang_or_allocate() -> None:
+    # A frame header claiming 4 GiB, then a valid frame: resync finds the valid one.
+    raw = b"\x01\x00\x01\xff\xff\xff\xff" + E.method("Basic.Qos", 1, prefetch_count=2)
+    conn = Amqp091Dissector().connection(True)
+    evs = list(conn.feed(Direction.C2S, raw, 0.0)) + list(conn.end(1.0))
+    assert [e.command for e in evs if isinstance(e, Frame)] == ["Basic.Qos"]
+    # A table claiming more entries than bytes.
+    bad_table = b"\x00\x32\x00\x0a\x00\x00\x01q\x00\x00\x00\x00\x10" + b"\x01k" + b"A\x7f\xff\xff\xff"
+    fr = decode_one(E.frame(1, 1, bad_table))
+    assert fr.findings
