@@ -98,80 +98,116 @@ def decode_value(buf: bytes | memoryview, off: int, end: int, depth: int = 0) ->
 
 def _body(code: int, buf: bytes | memoryview, off: int, end: int, depth: int) -> tuple[Any, int]:
     """The value after constructor ``code`` (arrays share one constructor for all elements)."""
-    if code in _CONST:
-        v = _CONST[code]
-        return (list(v) if isinstance(v, list) else v), off
-    fixed = _FIXED.get(code)
-    if fixed is not None:
-        st, kind = fixed
-        if off + st.size > end:
+    handler = _DISPATCH.get(code)
+    if handler is None:
+        raise AmqpError(f"unknown type code {code:#04x}")
+    return handler(code, buf, off, end, depth)
+
+
+def _const(code: int, buf: bytes | memoryview, off: int, end: int, depth: int) -> tuple[Any, int]:
+    v = _CONST[code]
+    return (list(v) if isinstance(v, list) else v), off
+
+
+def _make_fixed(st: struct.Struct, kind: Any) -> Any:
+    size = st.size
+    unpack = st.unpack_from
+
+    def fixed(code: int, buf: bytes | memoryview, off: int, end: int, depth: int) -> tuple[Any, int]:
+        if off + size > end:
             raise AmqpError("fixed-width value cut off")
-        (v,) = st.unpack_from(buf, off)
-        return kind(v), off + st.size
-    if code == 0x56:
+        return kind(unpack(buf, off)[0]), off + size
+
+    return fixed
+
+
+def _bool_byte(code: int, buf: bytes | memoryview, off: int, end: int, depth: int) -> tuple[Any, int]:
+    if off >= end:
+        raise AmqpError("boolean cut off")
+    return buf[off] != 0, off + 1
+
+
+def _raw_fixed(code: int, buf: bytes | memoryview, off: int, end: int, depth: int) -> tuple[Any, int]:
+    n = _RAW_FIXED[code]
+    if off + n > end:
+        raise AmqpError("decimal cut off")
+    return bytes(buf[off:off + n]), off + n
+
+
+def _char(code: int, buf: bytes | memoryview, off: int, end: int, depth: int) -> tuple[Any, int]:
+    if off + 4 > end:
+        raise AmqpError("char cut off")
+    (cp,) = struct.unpack_from(">I", buf, off)
+    return (chr(cp) if cp < 0x110000 else cp), off + 4
+
+
+def _uuid(code: int, buf: bytes | memoryview, off: int, end: int, depth: int) -> tuple[Any, int]:
+    if off + 16 > end:
+        raise AmqpError("uuid cut off")
+    return str(uuid.UUID(bytes=bytes(buf[off:off + 16]))), off + 16
+
+
+_U32 = struct.Struct(">I")
+_U32X2 = struct.Struct(">II")
+
+
+def _variable(code: int, buf: bytes | memoryview, off: int, end: int, depth: int) -> tuple[Any, int]:
+    if code < 0xB0:
         if off >= end:
-            raise AmqpError("boolean cut off")
-        return buf[off] != 0, off + 1
-    if code in _RAW_FIXED:
-        n = _RAW_FIXED[code]
-        if off + n > end:
-            raise AmqpError("decimal cut off")
-        return bytes(buf[off:off + n]), off + n
-    if code == 0x73:
+            raise AmqpError("length cut off")
+        n = buf[off]
+        off += 1
+    else:
         if off + 4 > end:
-            raise AmqpError("char cut off")
-        (cp,) = struct.unpack_from(">I", buf, off)
-        return (chr(cp) if cp < 0x110000 else cp), off + 4
-    if code == 0x98:
-        if off + 16 > end:
-            raise AmqpError("uuid cut off")
-        return str(uuid.UUID(bytes=bytes(buf[off:off + 16]))), off + 16
-    if code in (0xA0, 0xA1, 0xA3, 0xB0, 0xB1, 0xB3):
-        if code & 0xF0 == 0xA0:
-            if off >= end:
-                raise AmqpError("length cut off")
-            n, off = buf[off], off + 1
-        else:
-            if off + 4 > end:
-                raise AmqpError("length cut off")
-            (n,) = struct.unpack_from(">I", buf, off)
-            off += 4
-        if off + n > end:
-            raise AmqpError("variable-width value overruns")
-        raw = bytes(buf[off:off + n])
-        off += n
-        if code & 0x0F == 0:
-            return raw, off
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            return raw, off
-        return (Symbol(text) if code & 0x0F == 3 else text), off
-    if code in (0xC0, 0xC1, 0xD0, 0xD1, 0xE0, 0xF0):
-        small = code & 0xF0 in (0xC0, 0xE0)
-        w = 1 if small else 4
-        if off + 2 * w > end:
-            raise AmqpError("compound header cut off")
-        if small:
-            size, count = buf[off], buf[off + 1]
-        else:
-            size, count = struct.unpack_from(">II", buf, off)
-        body_end = off + w + size
-        if size < w or body_end > end:
-            raise AmqpError("compound size overruns")
-        off += 2 * w
-        if code in (0xE0, 0xF0):
-            return _array(buf, off, body_end, count, depth), body_end
-        items: list[Any] = []
-        for _ in range(count):
-            if off >= body_end:
-                raise AmqpError("compound count exceeds its size")
-            v, off = decode_value(buf, off, body_end, depth + 1)
-            items.append(v)
-        if code in (0xC1, 0xD1):
-            return _pairs(items), body_end
-        return items, body_end
-    raise AmqpError(f"unknown type code {code:#04x}")
+            raise AmqpError("length cut off")
+        n = _U32.unpack_from(buf, off)[0]
+        off += 4
+    stop = off + n
+    if stop > end:
+        raise AmqpError("variable-width value overruns")
+    raw = bytes(buf[off:stop])
+    low = code & 0x0F
+    if low == 0:
+        return raw, stop
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw, stop
+    return (Symbol(text) if low == 3 else text), stop
+
+
+def _compound(code: int, buf: bytes | memoryview, off: int, end: int, depth: int) -> tuple[Any, int]:
+    small = code in (0xC0, 0xC1, 0xE0)
+    w = 1 if small else 4
+    if off + 2 * w > end:
+        raise AmqpError("compound header cut off")
+    if small:
+        size, count = buf[off], buf[off + 1]
+    else:
+        size, count = _U32X2.unpack_from(buf, off)
+    body_end = off + w + size
+    if size < w or body_end > end:
+        raise AmqpError("compound size overruns")
+    off += 2 * w
+    if code in (0xE0, 0xF0):
+        return _array(buf, off, body_end, count, depth), body_end
+    items: list[Any] = []
+    for _ in range(count):
+        if off >= body_end:
+            raise AmqpError("compound count exceeds its size")
+        v, off = decode_value(buf, off, body_end, depth + 1)
+        items.append(v)
+    if code in (0xC1, 0xD1):
+        return _pairs(items), body_end
+    return items, body_end
+
+
+_DISPATCH: dict[int, Any] = {c: _const for c in _CONST}
+_DISPATCH.update({c: _make_fixed(st, kind) for c, (st, kind) in _FIXED.items()})
+_DISPATCH.update({0x56: _bool_byte, 0x73: _char, 0x98: _uuid})
+_DISPATCH.update({c: _raw_fixed for c in _RAW_FIXED})
+_DISPATCH.update({c: _variable for c in (0xA0, 0xA1, 0xA3, 0xB0, 0xB1, 0xB3)})
+_DISPATCH.update({c: _compound for c in (0xC0, 0xC1, 0xD0, 0xD1, 0xE0, 0xF0)})
 
 
 def _array(buf: bytes | memoryview, off: int, end: int, count: int, depth: int) -> list[Any]:
@@ -253,10 +289,13 @@ def message_fields(buf: bytes | memoryview, off: int, end: int, base: int) -> li
         while pos < end:
             if buf[pos] != 0x00:
                 raise AmqpError("not a described section")
-            desc, p = decode_value(buf, pos + 1, end, 1)
-            code = SYMBOLIC.get(desc) if isinstance(desc, str) else desc
+            if pos + 2 < end and buf[pos + 1] == 0x53:  # the usual smallulong descriptor
+                code, p = buf[pos + 2], pos + 3
+            else:
+                desc, p = decode_value(buf, pos + 1, end, 1)
+                code = SYMBOLIC.get(desc) if isinstance(desc, str) else desc
             if code not in SECTIONS:
-                raise AmqpError(f"unknown section descriptor {desc!r}")
+                raise AmqpError(f"unknown section descriptor {code!r}")
             val, p = decode_value(buf, p, end, 1)
             at = pos - off + base if base >= 0 else -1
             out.append(_section(SECTIONS[code], val, at, p - pos))

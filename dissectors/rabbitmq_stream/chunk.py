@@ -155,6 +155,35 @@ class RecordField(Field):
         return kids
 
 
+class LazyField(Field):
+    """A node whose children come from ``build()`` on first access (a chunk's entry list)."""
+
+    __slots__ = ("_build_children",)
+
+    def __init__(self, name: str, value: Any, offset: int, size: int, build: Callable[[], list[Field]],
+                 is_list: bool = True, display: str | None = None) -> None:
+        self.name = name
+        self.value = value
+        self.offset = offset
+        self.size = size
+        self.display = display
+        self.is_list = is_list
+        _BASE_CHILDREN.__set__(self, None)
+        self._build_children = build
+
+    @property  # type: ignore[override]
+    def children(self) -> list[Field] | None:
+        kids = _BASE_CHILDREN.__get__(self)
+        if kids is None:
+            kids = self._build_children()
+            _BASE_CHILDREN.__set__(self, kids)
+        return kids
+
+    @children.setter
+    def children(self, value: list[Field] | None) -> None:
+        _BASE_CHILDREN.__set__(self, value)
+
+
 class ChunkProblem:
     """Problems met while decoding entries (the connection turns them into findings)."""
 
@@ -167,7 +196,7 @@ class ChunkProblem:
 
 
 def decode_entries(buf: bytes, pos: int, end: int, base: int, n_entries: int, first_offset: int | None,
-                   problems: ChunkProblem, draft: bool = False) -> tuple[list[Field], int, int]:
+                   problems: ChunkProblem, draft: bool = False, first_index: int = 0) -> tuple[list[Field], int, int]:
     """Entries in ``buf[pos:end]``; returns (entry fields, records seen, end position).
 
     ``base`` turns buffer positions into frame-relative offsets (frame start = ``-base``).
@@ -178,7 +207,8 @@ def decode_entries(buf: bytes, pos: int, end: int, base: int, n_entries: int, fi
     unpack = U32.unpack_from
     sub = DRAFT_SUB_BATCH if draft else SUB_BATCH
     rec = 0
-    i = 0
+    i = first_index
+    n_entries += first_index
     while pos < end and i < n_entries:
         i += 1
         b0 = buf[pos]
@@ -225,6 +255,37 @@ def decode_entries(buf: bytes, pos: int, end: int, base: int, n_entries: int, fi
         rec += count
         pos = body + dlen
     return out, rec, pos
+
+
+def scan_entries(buf: bytes, pos: int, end: int, n_entries: int, first_offset: int, problems: ChunkProblem,
+                 draft: bool = False) -> tuple[int, int, int]:
+    """Check the entries without building Fields: returns (entries, records, end position).
+
+    The hot path of Deliver: simple entries are only measured; sub-batches (rare, and they may fail
+    to decompress) are decoded in full so their problems are found now.
+    """
+    unpack = U32.unpack_from
+    i = rec = 0
+    while pos < end and i < n_entries:
+        if buf[pos] & 0x80:
+            entries, r, new = decode_entries(buf, pos, end, 0, 1, first_offset + rec, problems, draft, i)
+            if not entries:
+                break
+            i += 1
+            rec += r
+            pos = new
+            continue
+        if pos + 4 > end:
+            problems.errors.append(f"entry {i}: length cut off")
+            break
+        nxt = pos + 4 + unpack(buf, pos)[0]
+        if nxt > end:
+            problems.errors.append(f"entry {i}: message length {nxt - pos - 4} overruns the data by {nxt - end} bytes")
+            break
+        pos = nxt
+        rec += 1
+        i += 1
+    return i, rec, pos
 
 
 def _sub_batch_records(buf: bytes, body: int, dlen: int, comp: int, count: int, ulen: int | None, base: int,
@@ -336,15 +397,16 @@ def decode_chunk(buf: bytes, pos: int, end: int, problems: ChunkProblem, info: C
             crc_field.display = f"mismatch: data has {computed:#010x}"
             problems.crc_mismatch = (crc, computed)
     before = len(problems.errors)
-    entries, recs, stop = decode_entries(buf, data, dend, 0, n_entries, first, problems)
+    n_seen, recs, stop = scan_entries(buf, data, dend, n_entries, first, problems)
     if len(problems.errors) == before:  # the entries themselves parsed: compare them with the header
-        if len(entries) != n_entries:
-            problems.errors.append(f"chunk says {n_entries} entries, data holds {len(entries)}")
+        if n_seen != n_entries:
+            problems.errors.append(f"chunk says {n_entries} entries, data holds {n_seen}")
         elif stop != dend:
             problems.errors.append(f"{dend - stop} bytes left in the data section after {n_entries} entries")
         elif recs != n_records and not problems.notes:
             problems.errors.append(f"chunk says {n_records} records, entries hold {recs}")
-    f.append(Field("entries", len(entries), data, dend - data, None, entries, True))
+    f.append(LazyField("entries", n_seen, data, dend - data,
+                       lambda: decode_entries(buf, data, dend, 0, n_entries, first, ChunkProblem())[0]))
     if dend < end:
         trailer = bytes(buf[dend:end])
         disp = None if len(trailer) == tlen else f"{len(trailer)} bytes, header says {tlen}"
