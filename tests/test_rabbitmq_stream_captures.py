@@ -189,3 +189,61 @@ def test_wrong_password() -> None:
     assert [(f.id, f.severity) for f in bad] == [("rabbitmq_stream.response.error", Severity.WARNING)]
     assert "AUTHENTICATION_FAILURE" in bad[0].message
     assert not frames(name, "Open")
+
+
+# ------------------------------------------------------------------------------ engine integration
+def _rewrite(src: str, dst: Path, keep) -> None:  # type: ignore[no-untyped-def]
+    from analyzer.capture import read_packets
+    from analyzer.pcapwrite import CaptureWriter
+
+    pkts = list(read_packets(str(HERE / f"{src}.pcap")))
+    assert {p.linktype for p in pkts} == {1}
+    with open(dst, "wb") as f:
+        w = CaptureWriter(f, link="ethernet")
+        for i, p in enumerate(pkts):
+            if keep(i, p):
+                w.write_raw(p.ts, p.data)
+
+
+def test_midstream_capture_has_no_warning(tmp_path: Path) -> None:
+    """The consumer connection joined after its handshake and first Deliver: frames still decode,
+    and nothing the capture cannot know (handshake, subscription) is judged."""
+    dst = tmp_path / "mid.pcap"
+    _rewrite("rstream_consume", dst, lambda i, p: i >= 108)
+    evs = list(analyze_file(str(dst)))
+    fr = [e for e in evs if isinstance(e, Frame)]
+    assert any(f.command == "Deliver" for f in fr) and any(f.command == "QueryOffsetResponse" for f in fr)
+    bad = [(f.id, f.message) for e in evs for f in (e.findings if isinstance(e, Frame) else [e])
+           if f.severity is not Severity.NOTE and not f.id.startswith("tcp.")]
+    assert bad == []
+
+
+def test_lost_segment_resyncs(tmp_path: Path) -> None:
+    """A Deliver-carrying packet lost in the middle: the engine reports the gap, the dissector drops
+    the broken frame, resynchronises and decodes the Deliver frames after it."""
+    name = "rstream_consume"
+    first_deliver = frames(name, "Deliver")[2].packets[1]
+    dst = tmp_path / "gap.pcap"
+    _rewrite(name, dst, lambda i, p: i + 1 != first_deliver)
+    evs = list(analyze_file(str(dst)))
+    delivers = [e for e in evs if isinstance(e, Frame) and e.command == "Deliver"]
+    assert len(delivers) == len(frames(name, "Deliver")) - 1
+    ids = {f.id for e in evs for f in (e.findings if isinstance(e, Frame) else [e])}
+    assert "tcp.gap" in ids or any(i.startswith("tcp.") for i in ids)
+    assert not any(i.startswith("engine.") for i in ids)
+
+
+def test_heuristic_on_another_port(tmp_path: Path) -> None:
+    from analyzer.pcapwrite import TcpConversation, write_capture
+    from dissectors.rabbitmq_stream.encode import handshake
+
+    conv = TcpConversation(("10.0.0.1", 40000), ("10.0.0.2", 15552))
+    conv.handshake()
+    for d, raw in handshake():
+        conv.send(str(d), raw)
+    conv.close()
+    dst = tmp_path / "other_port.pcap"
+    write_capture(str(dst), [conv])
+    fr = [e for e in analyze_file(str(dst)) if isinstance(e, Frame)]
+    assert [f.protocol for f in fr] == ["rabbitmq_stream"] * 10
+    assert fr[0].command == "PeerProperties" and fr[0].direction.value == "c2s"
