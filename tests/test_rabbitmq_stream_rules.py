@@ -535,3 +535,48 @@ def test_rules_are_all_listed_with_stable_ids() -> None:
     assert all(i.startswith("rabbitmq_stream.") and i.count(".") == 2 for i in ids)
     module_rules = {v.id for v in vars(R).values() if isinstance(v, type(R.JUNK))}
     assert module_rules == set(ids)
+
+
+def test_gap_then_resync_without_resync_finding() -> None:
+    from analyzer.api import Direction as D
+    from dissectors.rabbitmq_stream.connection import StreamConnection
+
+    conn = StreamConnection(False)
+    events = []
+    for d, raw in handshake():
+        events += conn.feed(d, raw, 0.0)
+    meta = request("Metadata", correlation_id=9, streams=["stream-name"])
+    events += conn.feed(D.C2S, meta[:10], 0.0)
+    events += conn.gap(D.C2S, 5, 0.0)
+    events += conn.feed(D.C2S, meta[15:] + request("Heartbeat") + request("Heartbeat"), 0.0)
+    events += conn.end(1.0)
+    assert [e.command for e in events if isinstance(e, Frame)][-2:] == ["Heartbeat", "Heartbeat"]
+    assert all_findings(events) == []  # the lost request's correlation is not judged either
+
+
+def test_optional_codec_is_used_when_importable(monkeypatch: pytest.MonkeyPatch) -> None:
+    import struct as st
+
+    from dissectors.rabbitmq_stream import chunk as ch
+
+    raw = b"".join(simple_entry(m) for m in MSGS)
+    fake = b"ZSTD" + raw  # a stand-in codec: the dissector only calls the library's decompressor
+    monkeypatch.setitem(ch.DECOMPRESSORS, 4, lambda data, limit: data[4:4 + limit])
+    entry = st.pack(">BHII", 0x80 | 4 << 4, 3, len(raw), len(fake)) + fake
+    s = subscribe(opened())
+    s.s(deliver(0, build_chunk([entry], 3, 10)))
+    events = run(s)
+    assert all_findings(events) == []
+    d = [e for e in events if isinstance(e, Frame) and e.command == "Deliver"][0]
+    sb = d.fields[-1].child("entries").children[0]  # type: ignore[union-attr]
+    assert sb.display == "3 records, zstd"
+    assert [r.value for r in sb.child("records").children] == [10, 11, 12]  # type: ignore[union-attr]
+
+
+def test_chunk_with_trailer() -> None:
+    s = subscribe(opened())
+    s.s(deliver(0, build_chunk([simple_entry(MSGS[0])], 1, 0, trailer=b"\x01\x01r" + bytes(8))))
+    events = run(s)
+    assert all_findings(events) == []
+    d = [e for e in events if isinstance(e, Frame) and e.command == "Deliver"][0]
+    assert d.fields[-1].child("trailer").value == b"\x01\x01r" + bytes(8)  # type: ignore[union-attr]

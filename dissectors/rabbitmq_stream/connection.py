@@ -61,6 +61,7 @@ class StreamConnection(Connection):
         self._resync_reason: dict[Direction, str] = {C2S: "", S2C: ""}
         self._measure = {d: self._make_measure(d) for d in (C2S, S2C)}
         self._seen_frame = {C2S: False, S2C: False}
+        self._after_gap = {C2S: False, S2C: False}
         self.lossy = midstream
         # handshake
         self.step = OPEN_SENT if midstream else 0
@@ -97,12 +98,16 @@ class StreamConnection(Connection):
                 self._junk(direction, piece, out)
                 continue
             self._seen_frame[direction] = True
+            self._after_gap[direction] = False
             out.append(self._frame(direction, piece, ts))
         self.last_ts[direction] = ts
         return out
 
     def gap(self, direction: Direction, length: int, ts: float) -> Iterator[Event]:
         self.queues[direction].lost(length)
+        # The bytes skipped to find the next frame after a hole are explained by the hole (the engine
+        # reports it): no resync finding for them.
+        self._after_gap[direction] = True
         # Requests, confirms or subscriptions may have been in the hole: stop judging them.
         self.lossy = True
         return ()
@@ -187,6 +192,9 @@ class StreamConnection(Connection):
         self._resync_reason[d] = ""
         if self.midstream and not self._seen_frame[d]:
             return  # joining a connection midway: the first bytes are the tail of an unseen frame
+        if self._after_gap[d]:
+            self._after_gap[d] = False
+            return
         out.append(R.JUNK(f"{d}: {len(piece.data)} bytes at stream offset {piece.offset} skipped to resynchronise"
                           + (f" ({reason})" if reason else "")))
 
