@@ -138,7 +138,7 @@ def test_size_below_four_resyncs() -> None:
     s.c(b"\0\0\0\x02\xff\xff")
     s.c(request("Heartbeat"))
     events = run(s)
-    got = only(events, R.JUNK.id)
+    got = only(events, R.FRAME_TOO_SMALL.id)
     assert len(got) == 1 and got[0][0] is None and "below 4" in got[0][1].message
     assert [e.command for e in events if isinstance(e, Frame)][-1] == "Heartbeat"
 
@@ -159,6 +159,17 @@ def test_frame_max_negotiated_as_minimum() -> None:
     s.c(request("Metadata", correlation_id=9, streams=["x" * 600]))
     s.s(response("Metadata", correlation_id=9, brokers=[], stream_metadata=[]))
     assert [c for c, _ in only(run(s), R.FRAME_MAX.id)] == ["Metadata"]
+
+
+def test_garbage_between_frames_resyncs() -> None:
+    s = opened()
+    s.c(b"\xff\xff\xff\xf0garbage!")
+    s.c(request("Heartbeat"))
+    s.c(request("Heartbeat"))
+    events = run(s)
+    got = only(events, R.JUNK.id)
+    assert len(got) == 1 and "implausible" in got[0][1].message
+    assert [e.command for e in events if isinstance(e, Frame)][-2:] == ["Heartbeat", "Heartbeat"]
 
 
 def test_incomplete_frame_at_end() -> None:

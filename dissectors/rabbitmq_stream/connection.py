@@ -62,6 +62,7 @@ class StreamConnection(Connection):
         self._measure = {d: self._make_measure(d) for d in (C2S, S2C)}
         self._seen_frame = {C2S: False, S2C: False}
         self._after_gap = {C2S: False, S2C: False}
+        self._junk_run: dict[Direction, list[Any] | None] = {C2S: None, S2C: None}
         self.lossy = midstream
         # handshake
         self.step = OPEN_SENT if midstream else 0
@@ -99,6 +100,7 @@ class StreamConnection(Connection):
                 continue
             self._seen_frame[direction] = True
             self._after_gap[direction] = False
+            self._flush_junk(direction, out)
             out.append(self._frame(direction, piece, ts))
         self.last_ts[direction] = ts
         return out
@@ -115,6 +117,7 @@ class StreamConnection(Connection):
     def end(self, ts: float) -> Iterator[Event]:
         out: list[Event] = []
         for d in (C2S, S2C):
+            self._flush_junk(d, out)
             piece = self.queues[d].drain()
             if piece is not None and piece.data:
                 out.append(R.FRAME_INCOMPLETE(f"{d}: capture ends {len(piece.data)} bytes into a frame at stream "
@@ -188,15 +191,29 @@ class StreamConnection(Connection):
         return max(pos, stop), False
 
     def _junk(self, d: Direction, piece: Piece, out: list[Event]) -> None:
+        """Skipped bytes: one finding per run of garbage, given when the next frame (or the end) comes."""
         reason = self._resync_reason[d]
         self._resync_reason[d] = ""
         if self.midstream and not self._seen_frame[d]:
             return  # joining a connection midway: the first bytes are the tail of an unseen frame
         if self._after_gap[d]:
-            self._after_gap[d] = False
+            return  # explained by the capture gap the engine reports
+        acc = self._junk_run[d]
+        if acc is None:
+            self._junk_run[d] = [piece.offset, len(piece.data), reason]
+        else:
+            acc[1] += len(piece.data)
+            acc[2] = acc[2] or reason
+
+    def _flush_junk(self, d: Direction, out: list[Event]) -> None:
+        acc = self._junk_run[d]
+        if acc is None:
             return
-        out.append(R.JUNK(f"{d}: {len(piece.data)} bytes at stream offset {piece.offset} skipped to resynchronise"
-                          + (f" ({reason})" if reason else "")))
+        self._junk_run[d] = None
+        offset, length, reason = acc
+        rule = R.FRAME_TOO_SMALL if "below 4" in reason else R.JUNK
+        out.append(rule(f"{d}: {length} bytes at stream offset {offset} skipped to resynchronise"
+                        + (f" ({reason})" if reason else "")))
 
     # ------------------------------------------------------------------ decoding
     def _frame(self, d: Direction, piece: Piece, ts: float) -> Frame:

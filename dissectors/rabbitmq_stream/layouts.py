@@ -157,7 +157,7 @@ def _c(key: int, name: str, sender: str, requests: Mapping[int, Struct], respons
 
 
 def S(*fields: F) -> Struct:  # noqa: N802 - reads like a constructor in the table below
-    return Struct(*fields)
+    return Struct(*fields, doc="{" + ", ".join(f"{f.name}:{f.type.doc}" for f in fields) + "}")
 
 
 ENTRY_V1 = PublishEntries(1)
