@@ -16,8 +16,10 @@ from analyzer.framing import ByteQueue, Piece
 from dissectors.amqp091 import methods as M
 from dissectors.amqp091 import rules as R
 from dissectors.amqp091.codes import FRAME_END, FRAME_MIN_SIZE, FRAME_TYPES, PROTOCOL_HEADERS, REPLY_CODES
+from dissectors.amqp091.fast import FAST
+from dissectors.amqp091.lazy import LazyFrame, add_field, add_info
 from dissectors.amqp091.methods import CLASSES, LEGACY_CLASSES, METHODS, RESPONSE_CODES, Method
-from dissectors.amqp091.properties import decode_properties
+from dissectors.amqp091.properties import decode_properties, scan_properties
 from dissectors.amqp091.state import (
     BODY_KEEP,
     CLOSED,
@@ -38,6 +40,8 @@ from dissectors.schema import DecodeError
 
 C2S, S2C = Direction.C2S, Direction.S2C
 _HDR = struct.Struct(">BHI")
+_KNOWN_TYPES = frozenset((1, 2, 3, 8))
+_OTHER = {Direction.C2S: Direction.S2C, Direction.S2C: Direction.C2S}
 _IDS = struct.Struct(">HH")
 _CH_HEAD = struct.Struct(">HHQ")
 
@@ -92,11 +96,45 @@ def _short(value: Any, limit: int = 40) -> str:
     return s if len(s) <= limit else s[:limit] + "…"
 
 
+def head_fields(ftype: int, ch: int, size: int) -> list[Field]:
+    # "frame-type", not "type": exchange.declare and the content properties have a "type".
+    return [Field("frame-type", ftype, 0, 1, FRAME_TYPES.get(ftype, "unknown")), Field("channel", ch, 1, 2),
+            Field("size", size, 3, 4)]
+
+
+def method_info(meth: Method, values: dict[str, Any]) -> str:
+    if "reply-code" in values:
+        rc = values["reply-code"]
+        text = values.get("reply-text") or ""
+        name = REPLY_CODES.get(rc, (f"UNKNOWN_{rc}", False))[0] if isinstance(rc, int) else "?"
+        info = f"{meth.name} {rc} " + (text if isinstance(text, str) and text.startswith(name) else
+                                       f"{name} {text}".rstrip())
+        if meth.info:
+            info += " " + " ".join(f"{label}={values.get(arg, '')}" for label, arg in meth.info)
+        return info
+    if not meth.info:
+        return meth.name
+    return meth.name + " " + " ".join(f"{label}={values.get(arg, '')}" for label, arg in meth.info)
+
+
+def _build_method(frame: LazyFrame, meth: Method) -> tuple[list[Field], str]:
+    """Field tree of a method frame that already passed its fast layout check."""
+    data = frame.data
+    assert data is not None
+    ftype, ch, size = _HDR.unpack_from(data, 0)
+    fields = head_fields(1, ch, size)
+    fields.append(Field("class", meth.class_id, 7, 2, CLASSES[meth.class_id]))
+    fields.append(Field("method", meth.method_id, 9, 2, meth.name.partition(".")[2]))
+    args, _stop = meth.layout.read_fields(memoryview(data), 11, 7 + size)
+    fields.extend(args)
+    return fields, method_info(meth, {f.name: f.value for f in args})
+
+
 class _Side:
     """Framing state of one direction."""
 
     __slots__ = ("queue", "header_possible", "junk_at", "junk_len", "junk_why", "frames", "last_ts",
-                 "pending_findings", "closed_conn")
+                 "pending_findings", "closed_conn", "skew")
 
     def __init__(self, synced: bool, header_possible: bool) -> None:
         self.queue = ByteQueue(synced)
@@ -108,6 +146,7 @@ class _Side:
         self.last_ts: float | None = None
         self.pending_findings: list[Finding] = []
         self.closed_conn = False  # this side sent connection.close
+        self.skew = 0  # stream bytes framed without passing through the queue
 
 
 class Amqp091Connection(BaseConnection):
@@ -203,14 +242,37 @@ class Amqp091Connection(BaseConnection):
                     f"(heartbeat {self.heartbeat} s)"))
         side.last_ts = ts
         q = side.queue
-        q.append(data)
         out: list[Event] = []
+        if not len(q) and q.synced and not side.header_possible and not side.junk_len:
+            # Fast path: nothing buffered, so whole frames are cut straight from this segment
+            # without copying it into the queue; only a trailing partial frame is queued.
+            # ``skew`` keeps frame offsets in stream space (the queue never saw these bytes).
+            pos = 0
+            n = len(data)
+            base = q.offset + side.skew
+            cap = self._cap
+            while n - pos >= 8:
+                ftype, _ch, size = _HDR.unpack_from(data, pos)
+                stop = pos + size + 8
+                if stop > n or size > cap or ftype not in _KNOWN_TYPES:
+                    break
+                out.append(self._frame(direction, side, Piece(base + pos, data[pos:stop])))
+                pos = stop
+                if self.foreign:
+                    return out
+            side.skew += pos
+            if pos == n:
+                return out
+            data = data[pos:] if pos else data
+        q.append(data)
         for piece in q.cut(self._measures[direction], self._resyncs[direction]):
             if piece.junk:
                 self._junk(side, piece)
                 continue
             if side.junk_len:
                 out.extend(self._flush_junk(side))
+            if side.skew:
+                piece.offset += side.skew
             frame = self._frame(direction, side, piece)
             if frame is not None:
                 out.append(frame)
@@ -235,7 +297,7 @@ class Amqp091Connection(BaseConnection):
                 if side.junk_len:
                     out.extend(self._flush_junk(side))
                 out.append(R.FRAME_TRUNCATED(f"the {d} stream ended inside a frame: {len(rest.data)} bytes "
-                                             f"at offset {rest.offset} never completed"))
+                                             f"at offset {rest.offset + side.skew} never completed"))
             elif side.junk_len:
                 out.extend(self._flush_junk(side))
             out.extend(side.pending_findings)
@@ -274,7 +336,7 @@ class Amqp091Connection(BaseConnection):
 
     def _junk(self, side: _Side, piece: Piece) -> None:
         if side.junk_len == 0:
-            side.junk_at = piece.offset
+            side.junk_at = piece.offset + side.skew
         side.junk_len += len(piece.data)
 
     def _flush_junk(self, side: _Side) -> list[Finding]:
@@ -339,11 +401,6 @@ class Amqp091Connection(BaseConnection):
         frame.data = data  # the wire bytes, for --hex and for oracles
         return frame
 
-    @staticmethod
-    def _head_fields(ftype: int, ch: int, size: int) -> list[Field]:
-        # "frame-type", not "type": exchange.declare and the content properties have a "type".
-        return [Field("frame-type", ftype, 0, 1, FRAME_TYPES.get(ftype, "unknown")), Field("channel", ch, 1, 2),
-                Field("size", size, 3, 4)]
 
     def _protocol_header(self, d: Direction, piece: Piece) -> Frame:
         data = piece.data
@@ -389,14 +446,24 @@ class Amqp091Connection(BaseConnection):
     # -------------------------------------------------------------- methods
     def _method(self, d: Direction, data: bytes, ch: int, size: int, offset: int,
                 findings: list[Finding]) -> Frame:
-        fields = self._head_fields(1, ch, size)
         end = 7 + size
+        if size >= 4:
+            cid, mid = _IDS.unpack_from(data, 7)
+            code = cid << 16 | mid
+            fast = FAST.get(code)
+            if fast is not None:
+                values = fast(data, end)
+                if values is not None:
+                    # Hot path: the layout fits exactly; the checks run now, the tree is built on demand.
+                    meth = METHODS[code]
+                    lazy = LazyFrame(d, offset, len(data), meth.name, code, findings, data, _build_method, meth)
+                    add_info(lazy, self._check_method(d, ch, meth, values, lazy))
+                    return lazy
+        fields = self._head_fields(1, ch, size)
         if size < 4:
             findings.append(R.METHOD_OVERRUN(f"a method frame needs 4 bytes of class and method id, has {size}"))
             fields.append(Field("payload", bytes(data[7:end]), 7, size))
             return Frame(d, offset, len(data), "Method", None, "Method (truncated)", fields, findings)
-        cid, mid = _IDS.unpack_from(data, 7)
-        code = cid << 16 | mid
         meth = METHODS.get(code)
         cls_name = CLASSES.get(cid)
         # "class"/"method", not "class-id"/"method-id": close methods have arguments of those names.
@@ -434,30 +501,19 @@ class Amqp091Connection(BaseConnection):
         values = {f.name: f.value for f in args}
         frame = Frame(d, offset, len(data), meth.name, code, "", fields, findings)
         extra = self._check_method(d, ch, meth, values, frame)
-        frame.info = self._info(meth, values) + extra
+        frame.info = method_info(meth, values) + extra
         return frame
 
     @staticmethod
-    def _info(meth: Method, values: dict[str, Any]) -> str:
-        if "reply-code" in values:
-            rc = values["reply-code"]
-            text = values.get("reply-text") or ""
-            name = REPLY_CODES.get(rc, (f"UNKNOWN_{rc}", False))[0] if isinstance(rc, int) else "?"
-            info = f"{meth.name} {rc} " + (text if isinstance(text, str) and text.startswith(name) else
-                                           f"{name} {text}".rstrip())
-            if meth.info:
-                info += " " + " ".join(f"{label}={values.get(arg, '')}" for label, arg in meth.info)
-            return info
-        if not meth.info:
-            return meth.name
-        return meth.name + " " + " ".join(f"{label}={values.get(arg, '')}" for label, arg in meth.info)
+    def _head_fields(ftype: int, ch: int, size: int) -> list[Field]:
+        return head_fields(ftype, ch, size)
 
     def _check_method(self, d: Direction, ch: int, meth: Method, values: dict[str, Any], frame: Frame) -> str:
         """The state machine for one method frame; returns extra text for the Info line."""
         findings = frame.findings
         code = meth.code
         extra = ""
-        if meth.direction != "both" and meth.direction != d.value:
+        if meth.direction != "both" and meth.direction != d:
             findings.append(R.METHOD_DIRECTION(f"{meth.name} is sent by the "
                                                f"{'client' if meth.direction == 'c2s' else 'server'} only"))
         if meth.note:
@@ -489,7 +545,7 @@ class Amqp091Connection(BaseConnection):
         self._sequence(d, chan, meth, frame)
         state = chan.state
         if code == M.CHANNEL_OPEN_OK:
-            self._reply(d, chan.pending[d.other], meth, frame)
+            self._reply(d, chan.pending[_OTHER[d]], meth, frame)
             if state == OPENING:
                 chan.state = OPEN
             return extra
@@ -507,12 +563,12 @@ class Amqp091Connection(BaseConnection):
             self._request(d, chan.pending[d], meth, values, frame)
             return extra
         if code == M.CHANNEL_CLOSE_OK:
-            if d.other not in chan.closer:
+            if _OTHER[d] not in chan.closer:
                 findings.append(R.CHANNEL_CLOSE_OK(f"channel.close-ok on channel {ch} but the peer did not "
                                                    f"close it"))
             else:
-                self._reply(d, chan.pending[d.other], meth, frame)
-                chan.closer.discard(d.other)
+                self._reply(d, chan.pending[_OTHER[d]], meth, frame)
+                chan.closer.discard(_OTHER[d])
             if not chan.closer:
                 # Closed both ways: forget what was outstanding (the channel's state is gone).
                 chan.state = CLOSED
@@ -533,7 +589,7 @@ class Amqp091Connection(BaseConnection):
                                                   f"channel.close"))
         # Requests and replies.
         if code in RESPONSE_CODES:
-            self._reply(d, chan.pending[d.other], meth, frame)
+            self._reply(d, chan.pending[_OTHER[d]], meth, frame)
         if meth.responses:
             self._request(d, chan.pending[d], meth, values, frame)
         # Deliveries, acknowledgements, confirms.
@@ -543,7 +599,7 @@ class Amqp091Connection(BaseConnection):
                 seq = chan.publish_seq
                 if len(chan.unconfirmed) < TRACK_LIMIT:
                     chan.unconfirmed[seq] = frame
-                frame.fields.append(Field("publish-seq", seq, -1, 0, "publisher-confirm sequence number"))
+                add_field(frame, Field("publish-seq", seq, -1, 0, "publisher-confirm sequence number"))
                 extra = f" seq={seq}"
         elif code == M.BASIC_DELIVER or code == M.BASIC_GET_OK:
             tag = values.get("delivery-tag")
@@ -631,7 +687,7 @@ class Amqp091Connection(BaseConnection):
                 frame.findings.append(R.CONFIRM_UNKNOWN_TAG(f"{meth.name} confirms publish #{tag} on channel "
                                                             f"{chan.number}, which is not outstanding"))
             return ""
-        frame.fields.append(Field("confirms", seqs, -1, 0, _ranges(seqs)))
+        add_field(frame, Field("confirms", seqs, -1, 0, _ranges(seqs)))
         return f" confirms {_ranges(seqs)}" + (" multiple" if multiple else "")
 
     def _closed_sender(self, d: Direction, meth: Method, findings: list[Finding]) -> None:
@@ -686,13 +742,13 @@ class Amqp091Connection(BaseConnection):
             pending[d].append((meth, frame))
             return
         if code == M.CONNECTION_CLOSE_OK:
-            if not self.sides[d.other].closed_conn:
+            if not self.sides[_OTHER[d]].closed_conn:
                 findings.append(R.CHANNEL_CLOSE_OK("connection.close-ok but the peer did not send "
                                                    "connection.close"))
-            elif pending[d.other]:
-                self._reply(d, pending[d.other], meth, frame)
+            elif pending[_OTHER[d]]:
+                self._reply(d, pending[_OTHER[d]], meth, frame)
             for q in pending.values():
-                q[:] = [x for x in q if x[0].code == M.CONNECTION_CLOSE and x[1].direction is not d.other]
+                q[:] = [x for x in q if x[0].code == M.CONNECTION_CLOSE and x[1].direction is not _OTHER[d]]
             for ch in self.channels.values():
                 for q2 in ch.pending.values():
                     q2.clear()
@@ -709,7 +765,7 @@ class Amqp091Connection(BaseConnection):
             findings.append(R.HANDSHAKE_ORDER(f"{meth.name} before the connection is open "
                                               f"(waiting for {_HS_WANT[self.hs]})"))
         if code in RESPONSE_CODES:
-            self._reply(d, pending[d.other], meth, frame)
+            self._reply(d, pending[_OTHER[d]], meth, frame)
         if meth.responses:
             self._request(d, pending[d], meth, values, frame)
         if code == M.CONNECTION_START:
@@ -766,55 +822,46 @@ class Amqp091Connection(BaseConnection):
 
     def _content_header(self, d: Direction, data: bytes, ch: int, size: int, offset: int,
                         findings: list[Finding]) -> Frame:
-        fields = self._head_fields(2, ch, size)
         end = 7 + size
         if size < 14:
+            fields = self._head_fields(2, ch, size)
             findings.append(R.CONTENT_HEADER_MALFORMED(f"a content header needs at least 14 bytes, has {size}"))
             fields.append(Field("payload", bytes(data[7:end]), 7, size))
             return Frame(d, offset, len(data), "ContentHeader", 2, "ContentHeader (truncated)", fields, findings)
         class_id, weight, body_size = _CH_HEAD.unpack_from(data, 7)
-        fields += [Field("class-id", class_id, 7, 2, CLASSES.get(class_id, "unknown")), Field("weight", weight, 9, 2),
-                   Field("body-size", body_size, 11, 8)]
         TableNotes.reset()
         try:
-            props, problems, stop = decode_properties(memoryview(data), 19, end)
-            fields.extend(props)
+            content_type, problems, stop = scan_properties(data, 19, end)
             if stop < end:
                 findings.append(R.CONTENT_HEADER_MALFORMED(f"{end - stop} bytes after the last property"))
         except DecodeError as exc:
             findings.append(R.CONTENT_HEADER_MALFORMED(f"properties: {exc}"))
-            problems = []
-            props = []
-            fields.append(Field("properties", bytes(data[19:end]), 19, end - 19, f"undecodable: {exc}"))
+            content_type, problems = "", []
         if TableNotes.unknown:
             findings.append(R.TABLE_UNKNOWN_TAG("headers: " + "; ".join(TableNotes.unknown[:5])))
         if TableNotes.spec_only:
             findings.append(R.TABLE_SPEC_TAG("headers: " + "; ".join(TableNotes.spec_only[:5])))
-        content_type = ""
-        for f in props:
-            if f.name == "content-type" and isinstance(f.value, str):
-                content_type = f.value
-        info = f"ContentHeader size={body_size}" + (f" type={content_type}" if content_type else "")
-        frame = Frame(d, offset, len(data), "ContentHeader", 2, info, fields, findings)
+        frame = LazyFrame(d, offset, len(data), "ContentHeader", 2, findings, data, _build_header, None)
         if ch == 0:
             findings.append(R.CONTENT_CHANNEL_ZERO("content header on channel 0"))
             return frame
-        chan = self._content_channel(d, ch, "content header", findings)
+        chan = self.channels.get(ch)
+        if chan is None or chan.state != OPEN:
+            chan = self._content_channel(d, ch, "content header", findings)
         c = chan.content[d]
         if c.expect == EXPECT_HEADER:
             assert c.method is not None
-            bad = []
-            if class_id != c.method.class_id:
-                bad.append(f"class {class_id} but {c.method.name} is class {c.method.class_id}")
-            if weight:
-                bad.append(f"weight {weight} (must be 0)")
-            bad += problems
-            if bad:
-                findings.append(R.CONTENT_HEADER_BAD("; ".join(bad)))
+            if class_id != c.method.class_id or weight or problems:
+                bad = []
+                if class_id != c.method.class_id:
+                    bad.append(f"class {class_id} but {c.method.name} is class {c.method.class_id}")
+                if weight:
+                    bad.append(f"weight {weight} (must be 0)")
+                findings.append(R.CONTENT_HEADER_BAD("; ".join(bad + problems)))
             c.body_size = body_size
             c.content_type = content_type
             if body_size == 0:
-                frame.info += self._complete(c, frame, [])
+                self._complete(c, frame, b"")
             else:
                 c.expect = EXPECT_BODY
         elif c.expect == EXPECT_BODY:
@@ -838,23 +885,24 @@ class Amqp091Connection(BaseConnection):
         return chan
 
     def _body(self, d: Direction, data: bytes, ch: int, size: int, offset: int, findings: list[Finding]) -> Frame:
-        payload_end = 7 + size
-        if size <= PAYLOAD_KEEP:
-            pf = Field("payload", data[7:payload_end], 7, size)
-        else:
-            pf = Field("payload", data[7:7 + PAYLOAD_KEEP], 7, size, f"{size} bytes (first {PAYLOAD_KEEP} kept)")
-        fields = [Field("frame-type", 3, 0, 1, "ContentBody"), Field("channel", ch, 1, 2), Field("size", size, 3, 4), pf]
-        frame = Frame(d, offset, len(data), "ContentBody", 3, "", fields, findings)
-        info = f"ContentBody len={size}"
+        frame = LazyFrame(d, offset, len(data), "ContentBody", 3, findings, data, _build_body, None)
         if ch == 0:
             findings.append(R.CONTENT_CHANNEL_ZERO("content body on channel 0"))
-            frame.info = info
             return frame
         chan = self.channels.get(ch)
         if chan is None or chan.state != OPEN:
             chan = self._content_channel(d, ch, "content body", findings)
         c = chan.content[d]
         if c.expect == EXPECT_BODY:
+            if c.received == 0 and size >= c.body_size:
+                # The whole message in one frame (the common case): no accumulation buffer.
+                c.received = size
+                c.frames = 1
+                if size > c.body_size:
+                    findings.append(R.CONTENT_BODY_SIZE(f"body frames carry {size} bytes, the header "
+                                                        f"announced {c.body_size}"))
+                self._complete(c, frame, data[7:7 + min(size, BODY_KEEP)])
+                return frame
             c.received += size
             c.frames += 1
             room = BODY_KEEP - len(c.kept)
@@ -864,7 +912,7 @@ class Amqp091Connection(BaseConnection):
                 if c.received > c.body_size:
                     findings.append(R.CONTENT_BODY_SIZE(f"body frames carry {c.received} bytes, the header "
                                                         f"announced {c.body_size}"))
-                info += self._complete(c, frame, fields)
+                self._complete(c, frame, bytes(c.kept))
         elif c.expect == EXPECT_HEADER:
             findings.append(R.CONTENT_HEADER_EXPECTED(f"body frame on channel {ch} before the content header of "
                                                       f"{c.method.name if c.method else 'the message'}"))
@@ -872,30 +920,71 @@ class Amqp091Connection(BaseConnection):
         else:
             findings.append(R.CONTENT_UNEXPECTED(f"body frame on channel {ch} without a content-bearing method "
                                                  f"and header"))
-        frame.info = info
         return frame
 
-    def _complete(self, c: Content, frame: Frame, _fields: list[Field]) -> str:
-        """The message on channel state ``c`` is whole: attach it to ``frame``; returns Info text."""
-        raw = bytes(c.kept)
-        total = c.received
-        truncated = total > len(raw)
-        text = _is_text(c.content_type, raw)
-        children = [Field("method", c.method.name if c.method else "", -1, 0), Field("body-size", total, -1, 0),
-                    Field("body-frames", c.frames, -1, 0)]
-        if text is not None:
-            children.append(Field("body", text, -1, 0, f"first {len(raw)} of {total} bytes" if truncated else None))
-            preview = f": {_short(text)!r}" if total else ""
-        else:
-            children.append(Field("body", raw[:64], -1, 0, f"{total} bytes of binary data"))
-            preview = " (binary)"
-        if truncated:
-            children.append(Field("body-truncated", True, -1, 0, f"only the first {len(raw)} bytes are kept"))
-        name = c.method.name if c.method else "message"
-        frame.fields.append(Field("message", None, -1, 0, f"{name} message, {total} bytes in {c.frames} body "
-                                                           f"frame(s)", children))
+    @staticmethod
+    def _complete(c: Content, frame: LazyFrame, raw: bytes) -> None:
+        """The message on channel state ``c`` is whole: it is shown on ``frame`` (built on demand)."""
+        frame._ctx = (c.method.name if c.method else "message", c.received, c.frames, raw, c.content_type)
         c.reset()
-        return f" [{name} message {total} bytes{preview}]"
+
+
+def _build_header(frame: LazyFrame, msg: tuple | None) -> tuple[list[Field], str]:
+    data = frame.data
+    assert data is not None
+    _t, ch, size = _HDR.unpack_from(data, 0)
+    end = 7 + size
+    class_id, weight, body_size = _CH_HEAD.unpack_from(data, 7)
+    fields = head_fields(2, ch, size)
+    fields += [Field("class-id", class_id, 7, 2, CLASSES.get(class_id, "unknown")), Field("weight", weight, 9, 2),
+               Field("body-size", body_size, 11, 8)]
+    content_type = ""
+    try:
+        props, _problems, _stop = decode_properties(memoryview(data), 19, end)
+        fields.extend(props)
+        for f in props:
+            if f.name == "content-type" and isinstance(f.value, str):
+                content_type = f.value
+    except DecodeError as exc:
+        fields.append(Field("properties", bytes(data[19:end]), 19, end - 19, f"undecodable: {exc}"))
+    info = f"ContentHeader size={body_size}" + (f" type={content_type}" if content_type else "")
+    if msg is not None:
+        info += _message(fields, msg)
+    return fields, info
+
+
+def _build_body(frame: LazyFrame, msg: tuple | None) -> tuple[list[Field], str]:
+    data = frame.data
+    assert data is not None
+    _t, ch, size = _HDR.unpack_from(data, 0)
+    if size <= PAYLOAD_KEEP:
+        pf = Field("payload", data[7:7 + size], 7, size)
+    else:
+        pf = Field("payload", data[7:7 + PAYLOAD_KEEP], 7, size, f"{size} bytes (first {PAYLOAD_KEEP} kept)")
+    fields = [Field("frame-type", 3, 0, 1, "ContentBody"), Field("channel", ch, 1, 2), Field("size", size, 3, 4), pf]
+    info = f"ContentBody len={size}"
+    if msg is not None:
+        info += _message(fields, msg)
+    return fields, info
+
+
+def _message(fields: list[Field], msg: tuple) -> str:
+    """Append the whole message's field to ``fields``; returns the Info text for it."""
+    name, total, frames, raw, content_type = msg
+    truncated = total > len(raw)
+    text = _is_text(content_type, raw)
+    children = [Field("method", name, -1, 0), Field("body-size", total, -1, 0), Field("body-frames", frames, -1, 0)]
+    if text is not None:
+        children.append(Field("body", text, -1, 0, f"first {len(raw)} of {total} bytes" if truncated else None))
+        preview = f": {_short(text)!r}" if total else ""
+    else:
+        children.append(Field("body", raw[:64], -1, 0, f"{total} bytes of binary data"))
+        preview = " (binary)"
+    if truncated:
+        children.append(Field("body-truncated", True, -1, 0, f"only the first {len(raw)} bytes are kept"))
+    fields.append(Field("message", None, -1, 0, f"{name} message, {total} bytes in {frames} body frame(s)",
+                        children))
+    return f" [{name} message {total} bytes{preview}]"
 
 
 def _ranges(seqs: list[int]) -> str:

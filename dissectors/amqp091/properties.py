@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from analyzer.api import Field
-from dissectors.amqp091.wire import OCTET, SHORTSTR, TABLE, TIMESTAMP
+from dissectors.amqp091.wire import OCTET, SHORTSTR, TABLE, TIMESTAMP, check_table
 from dissectors.schema import DecodeError, F
 
 #: Property order on the wire with the flag bit of each (bit 15 of the first word = first property).
@@ -78,3 +78,55 @@ def encode_properties(props: Mapping[str, Any], extra_flags: int = 0) -> bytes:
 def encode_header_payload(body_size: int, props: Mapping[str, Any] | None = None, class_id: int = 60,
                           weight: int = 0) -> bytes:
     return struct.pack(">HHQ", class_id, weight, body_size) + encode_properties(props or {})
+
+
+_SHORTSTR_MASKS = 0x8000 | 0x4000 | 0x0400 | 0x0200 | 0x0100 | 0x0080 | 0x0020 | 0x0010 | 0x0008 | 0x0004
+
+
+def scan_properties(buf: bytes, off: int, end: int) -> tuple[str, list[str], int]:
+    """What decode_properties checks, without building fields: (content-type, problems, end).
+
+    Raises DecodeError where decode_properties would.
+    """
+    problems: list[str] = []
+    if off + 2 > end:
+        raise DecodeError("property flags need 2 bytes", off)
+    flags = buf[off] << 8 | buf[off + 1]
+    off += 2
+    extra = flags & 1
+    while extra:
+        if off + 2 > end:
+            raise DecodeError("continuation flag word needs 2 bytes", off)
+        word = buf[off] << 8 | buf[off + 1]
+        if word & 0xFFFE:
+            problems.append(f"continuation flag word {word:#06x} names properties class basic does not have")
+        extra = word & 1
+        off += 2
+    if flags & 0x0002:
+        problems.append("reserved property flag bit 1 is set")
+    content_type = ""
+    bit = 0x8000
+    while bit > 0x0002:
+        if flags & bit:
+            if bit & _SHORTSTR_MASKS:
+                if off >= end:
+                    raise DecodeError(f"{_NAMES[bit]}: length prefix needs 1 bytes, 0 left", off)
+                n = buf[off]
+                if off + 1 + n > end:
+                    raise DecodeError(f"{_NAMES[bit]}: length {n} overruns the frame by {off + 1 + n - end} bytes",
+                                      off)
+                if bit == 0x8000:
+                    content_type = bytes(buf[off + 1:off + 1 + n]).decode("utf-8", "replace")
+                off += 1 + n
+            elif bit == 0x2000:
+                off = check_table(buf, off, end)
+            else:
+                size = 8 if bit == 0x0040 else 1
+                if off + size > end:
+                    raise DecodeError(f"{_NAMES[bit]}: needs {size} bytes, {max(end - off, 0)} left", off)
+                off += size
+        bit >>= 1
+    return content_type, problems, off
+
+
+_NAMES = {bit: spec.name for bit, spec in PROPERTIES}

@@ -313,3 +313,71 @@ def _encode_tagged(tag: str, v: Any) -> bytes:
         return t
     # Anything else: raw bytes after the tag (for deliberately broken tables in tests).
     return t + bytes(v or b"")
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation without building fields (hot path: message headers of every published message).
+_SIZES = {t: st.size for t, (st, _l) in _FIXED.items()}
+_SIZES[0x74] = 1  # t
+_SIZES[0x54] = 8  # T
+_SIZES[0x44] = 5  # D
+_SIZES[0x56] = 0  # V
+_SPEC_ONLY_CODES = {ord("U"), ord("L")}
+
+
+def check_table(buf: bytes, off: int, end: int) -> int:
+    """Check the table at ``off`` like Table.read would (same notes, same errors); returns its end."""
+    if off + 4 > end:
+        raise DecodeError(f"table length needs 4 bytes, {max(end - off, 0)} left", off)
+    (n,) = _U32.unpack_from(buf, off)
+    stop = off + 4 + n
+    if stop > end:
+        raise DecodeError(f"table length {n} overruns the frame by {stop - end} bytes", off)
+    if n:
+        _check_entries(buf, off + 4, stop, 0, True)
+    return stop
+
+
+def _check_entries(buf: bytes, off: int, end: int, depth: int, named: bool) -> None:
+    while off < end:
+        name = ""
+        if named:
+            k = buf[off]
+            if off + 1 + k > end:
+                TableNotes.unknown.append(f"entry name overruns the table at offset {off}")
+                return
+            name = bytes(buf[off + 1:off + 1 + k]).decode("utf-8", "replace")
+            off += 1 + k
+        if off >= end:
+            TableNotes.unknown.append(f"{name}: missing type tag")
+            return
+        tag = buf[off]
+        off += 1
+        size = _SIZES.get(tag)
+        if size is not None:
+            if tag in _SPEC_ONLY_CODES:
+                TableNotes.spec_only.append(f"{name}: tag '{chr(tag)}' ({TAGS[chr(tag)]})")
+            off += size
+            if off > end:
+                TableNotes.unknown.append(f"{name}: '{chr(tag)}' value needs {size} bytes")
+                return
+            continue
+        if tag in (0x53, 0x78, 0x46, 0x41):  # S x F A
+            if off + 4 > end:
+                TableNotes.unknown.append(f"{name}: length needs 4 bytes")
+                return
+            (n,) = _U32.unpack_from(buf, off)
+            stop = off + 4 + n
+            if stop > end:
+                TableNotes.unknown.append(f"{name}: length {n} overruns the enclosing data by {stop - end} bytes")
+                return
+            if tag == 0x46 or tag == 0x41:
+                if depth > 32:
+                    TableNotes.unknown.append(f"{name}: tables nested too deeply")
+                    return
+                _check_entries(buf, off + 4, stop, depth + 1, tag == 0x46)
+            off = stop
+            continue
+        shown = chr(tag) if 0x20 < tag < 0x7F else f"0x{tag:02x}"
+        TableNotes.unknown.append(f"{name}: unknown field-table tag {shown!r}")
+        return

@@ -1,0 +1,77 @@
+"""Allocation-light checks for the hot methods of a busy connection.
+
+Each validator reads just what the state machine needs and checks that the arguments fill the
+frame exactly (the same overrun/underrun rules as the schema decoder). It returns None when the
+layout does not fit; the caller then falls back to the schema decoder, which says what is wrong.
+The field trees of these frames are built later, from the same schema, by lazy.LazyFrame.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import Any
+
+from dissectors.amqp091 import methods as M
+
+_U64 = struct.Struct(">Q").unpack_from
+
+Validator = Callable[[bytes, int], "dict[str, Any] | None"]
+
+
+def _publish(data: bytes, end: int) -> dict[str, Any] | None:
+    # ticket:short, exchange:shortstr, routing-key:shortstr, bits:octet
+    p = 13
+    if p >= end:
+        return None
+    p += 1 + data[p]
+    if p >= end:
+        return None
+    p += 1 + data[p]
+    if p + 1 != end:
+        return None
+    return {}
+
+
+def _deliver(data: bytes, end: int) -> dict[str, Any] | None:
+    # consumer-tag:shortstr, delivery-tag:longlong, bits:octet, exchange:shortstr, routing-key:shortstr
+    n = data[11] if end > 11 else 0
+    p = 12 + n
+    if p + 9 >= end:
+        return None
+    tag = _U64(data, p)[0]
+    p += 9
+    p += 1 + data[p]
+    if p >= end:
+        return None
+    p += 1 + data[p]
+    if p != end:
+        return None
+    try:
+        ctag: Any = data[12:12 + n].decode("utf-8")
+    except UnicodeDecodeError:
+        ctag = data[12:12 + n]
+    return {"consumer-tag": ctag, "delivery-tag": tag}
+
+
+def _tag_bits(data: bytes, end: int) -> dict[str, Any] | None:
+    # delivery-tag:longlong, bits:octet (ack/reject: bit0; nack: multiple bit0, requeue bit1)
+    if end != 20:
+        return None
+    bits = data[19]
+    return {"delivery-tag": _U64(data, 11)[0], "multiple": bool(bits & 1), "requeue": bool(bits & 2)}
+
+
+def _reject(data: bytes, end: int) -> dict[str, Any] | None:
+    if end != 20:
+        return None
+    return {"delivery-tag": _U64(data, 11)[0], "requeue": bool(data[19] & 1)}
+
+
+FAST: dict[int, Validator] = {
+    M.BASIC_PUBLISH: _publish,
+    M.BASIC_DELIVER: _deliver,
+    M.BASIC_ACK: _tag_bits,
+    M.BASIC_NACK: _tag_bits,
+    M.BASIC_REJECT: _reject,
+}

@@ -1,0 +1,97 @@
+"""Frames whose field tree and Info line are built on first access.
+
+The hot frames of a busy connection (publish, deliver, ack, content header and body) are checked
+eagerly with a few struct reads: every rule runs on every frame. Building their Field trees is most
+of the cost, and a consumer that only wants findings or counts never looks at them, so those are
+built from the frame's bytes when ``fields`` or ``info`` is first read (the renderers and JSON
+output read both, so nothing is lost for them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from analyzer.api import Direction, Field, Finding, Frame
+
+_FIELDS = Frame.__dict__["fields"]  # the slot descriptors of the base dataclass
+_INFO = Frame.__dict__["info"]
+
+#: builder(frame, ctx) -> (fields, info)
+Builder = Callable[["LazyFrame", Any], tuple[list[Field], str]]
+
+
+class LazyFrame(Frame):
+    __slots__ = ("_build", "_ctx", "_extra", "_info_extra")
+
+    def __init__(self, direction: Direction, offset: int, size: int, command: str, code: int | None,
+                 findings: list[Finding], data: bytes, build: Builder, ctx: Any) -> None:
+        # Set the slots directly: the dataclass __init__ would build a default field list first.
+        self.direction = direction
+        self.offset = offset
+        self.size = size
+        self.command = command
+        self.code = code
+        self.findings = findings
+        self.dialect = None
+        self.data = data
+        self.flow = 0
+        self.packets = (0, 0)
+        self.ts = 0.0
+        self.src = ""
+        self.dst = ""
+        self.protocol = ""
+        self._build = build
+        self._ctx = ctx
+        self._extra: list[Field] | None = None
+        self._info_extra = ""
+
+    def _materialize(self) -> None:
+        build = self._build
+        self._build = None
+        fields, info = build(self, self._ctx)
+        if self._extra:
+            fields.extend(self._extra)
+        _FIELDS.__set__(self, fields)
+        _INFO.__set__(self, info + self._info_extra)
+        self._ctx = None
+
+    @property  # type: ignore[override]
+    def fields(self) -> list[Field]:
+        if self._build is not None:
+            self._materialize()
+        return _FIELDS.__get__(self)
+
+    @fields.setter
+    def fields(self, value: list[Field]) -> None:
+        _FIELDS.__set__(self, value)
+
+    @property  # type: ignore[override]
+    def info(self) -> str:
+        if self._build is not None:
+            self._materialize()
+        return _INFO.__get__(self)
+
+    @info.setter
+    def info(self, value: str) -> None:
+        _INFO.__set__(self, value)
+
+
+def add_field(frame: Frame, f: Field) -> None:
+    """Append a computed field, without forcing a lazy frame to build its tree."""
+    if isinstance(frame, LazyFrame) and frame._build is not None:
+        if frame._extra is None:
+            frame._extra = [f]
+        else:
+            frame._extra.append(f)
+    else:
+        frame.fields.append(f)
+
+
+def add_info(frame: Frame, text: str) -> None:
+    if not text:
+        return
+    if isinstance(frame, LazyFrame) and frame._build is not None:
+        frame._info_extra += text
+    else:
+        frame.info += text
