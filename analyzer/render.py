@@ -89,8 +89,9 @@ class TreeRenderer:
                (endpoints(fr) + " ", None),
                (f"{fr.protocol}{'/' + fr.dialect if fr.dialect else ''} ", "magenta"),
                (f"len={fr.size}", "dim"))
-        rest = fr.info[len(fr.command):] if fr.info.startswith(fr.command) else ("  " + fr.info if fr.info else "")
-        o.line(("  ", None), (fr.command, "bold green"), (rest, None))
+        # The Info line names the command in the protocol's own words; without one, the command name.
+        head, _, rest = (fr.info or fr.command).partition(" ")
+        o.line(("  ", None), (head, "bold green"), (" " + rest if rest else "", None))
         for f in fr.fields:
             self._field(f, 2, fr.data)
         for finding in fr.findings:
