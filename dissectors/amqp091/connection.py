@@ -168,6 +168,8 @@ class Amqp091Connection(BaseConnection):
         self._measures = {d: self._make_measure(d) for d in (C2S, S2C)}
         self._resyncs = {d: self._make_resync(d) for d in (C2S, S2C)}
         self._cap = _MIDSTREAM_CAP if midstream else _PRE_TUNE_CAP
+        # Largest conformant frame now (0 = no limit): frame-min-size until tune-ok, then frame-max.
+        self._limit = 0 if midstream else FRAME_MIN_SIZE
 
     # ------------------------------------------------------------------ framing
     def _make_measure(self, d: Direction):  # type: ignore[no-untyped-def]
@@ -256,7 +258,7 @@ class Amqp091Connection(BaseConnection):
                 stop = pos + size + 8
                 if stop > n or size > cap or ftype not in _KNOWN_TYPES:
                     break
-                out.append(self._frame(direction, side, Piece(base + pos, data[pos:stop])))
+                out.append(self._frame(direction, side, data[pos:stop], base + pos))
                 pos = stop
                 if self.foreign:
                     return out
@@ -271,9 +273,7 @@ class Amqp091Connection(BaseConnection):
                 continue
             if side.junk_len:
                 out.extend(self._flush_junk(side))
-            if side.skew:
-                piece.offset += side.skew
-            frame = self._frame(direction, side, piece)
+            frame = self._frame(direction, side, piece.data, piece.offset + side.skew)
             if frame is not None:
                 out.append(frame)
             if self.foreign:
@@ -352,13 +352,12 @@ class Amqp091Connection(BaseConnection):
         return [f]
 
     # --------------------------------------------------------------- frames
-    def _frame(self, d: Direction, side: _Side, piece: Piece) -> Frame | None:
-        data = piece.data
+    def _frame(self, d: Direction, side: _Side, data: bytes, offset: int) -> Frame | None:
         if side.header_possible:
             side.header_possible = False
             if data[:4] == b"AMQP":
                 side.frames += 1
-                return self._protocol_header(d, piece)
+                return self._protocol_header(d, data, offset)
         side.frames += 1
         ftype, ch, size = _HDR.unpack_from(data, 0)
         findings: list[Finding] = side.pending_findings
@@ -366,14 +365,14 @@ class Amqp091Connection(BaseConnection):
         end_octet = data[-1]
         if end_octet != FRAME_END:
             findings.append(R.FRAME_END(f"frame-end is {end_octet:#04x}, not 0xce"))
-        total = size + 8
-        if self.tuned:
-            if self.frame_max and total > self.frame_max:
+        if self._limit and size + 8 > self._limit:
+            total = size + 8
+            if self.tuned:
                 findings.append(R.FRAME_TOO_LARGE(f"{total}-byte frame exceeds the negotiated frame-max "
                                                   f"{self.frame_max}"))
-        elif not self.midstream and total > FRAME_MIN_SIZE:
-            findings.append(R.FRAME_TOO_LARGE(f"{total}-byte frame before tune-ok exceeds frame-min-size "
-                                              f"{FRAME_MIN_SIZE}"))
+            else:
+                findings.append(R.FRAME_TOO_LARGE(f"{total}-byte frame before tune-ok exceeds frame-min-size "
+                                                  f"{FRAME_MIN_SIZE}"))
         if self.channel_max and ch > self.channel_max:
             findings.append(R.FRAME_CHANNEL_MAX(f"channel {ch} is above the negotiated channel-max "
                                                 f"{self.channel_max}"))
@@ -384,17 +383,17 @@ class Amqp091Connection(BaseConnection):
                 findings.append(R.HANDSHAKE_ORDER("the server sent a frame before the client's protocol header"))
             self.hs = HS_START
         if ftype == 1:
-            frame = self._method(d, data, ch, size, piece.offset, findings)
+            frame = self._method(d, data, ch, size, offset, findings)
         elif ftype == 2:
-            frame = self._content_header(d, data, ch, size, piece.offset, findings)
+            frame = self._content_header(d, data, ch, size, offset, findings)
         elif ftype == 3:
-            frame = self._body(d, data, ch, size, piece.offset, findings)
+            frame = self._body(d, data, ch, size, offset, findings)
         elif ftype == 8:
-            frame = self._heartbeat(d, data, ch, size, piece.offset, findings)
+            frame = self._heartbeat(d, data, ch, size, offset, findings)
         else:
             name = FRAME_TYPES.get(ftype, "unknown")
             findings.append(R.FRAME_TYPE(f"frame type {ftype} ({name}) is not an AMQP 0-9-1 frame type"))
-            frame = Frame(d, piece.offset, len(data), f"Unknown({ftype})", ftype,
+            frame = Frame(d, offset, len(data), f"Unknown({ftype})", ftype,
                           f"Unknown frame type {ftype} ch={ch} len={size}",
                           [*self._head_fields(ftype, ch, size),
                            Field("payload", bytes(data[7:7 + size]), 7, size)], findings)
@@ -402,8 +401,7 @@ class Amqp091Connection(BaseConnection):
         return frame
 
 
-    def _protocol_header(self, d: Direction, piece: Piece) -> Frame:
-        data = piece.data
+    def _protocol_header(self, d: Direction, data: bytes, offset: int) -> Frame:
         tail = data[4:8]
         known = PROTOCOL_HEADERS.get(tail)
         findings: list[Finding] = []
@@ -429,7 +427,7 @@ class Amqp091Connection(BaseConnection):
             self.dialect = dialect or "unknown"
             if dialect is not None and (dialect.startswith("1.0") or dialect == "0-10"):
                 self.foreign = True
-        return Frame(d, piece.offset, 8, "ProtocolHeader", None, f"ProtocolHeader {desc}", fields, findings,
+        return Frame(d, offset, 8, "ProtocolHeader", None, f"ProtocolHeader {desc}", fields, findings,
                      dialect=dialect, data=data)
 
     def _heartbeat(self, d: Direction, data: bytes, ch: int, size: int, offset: int,
@@ -801,6 +799,7 @@ class Amqp091Connection(BaseConnection):
             findings.append(R.HANDSHAKE_TUNE("; ".join(problems)))
         self.tuned = True
         self.channel_max, self.frame_max, self.heartbeat = ch_c, fm_c, hb_c
+        self._limit = fm_c
         self._cap = max(fm_c * 4, _PRE_TUNE_CAP) if fm_c else _UNLIMITED_CAP
 
     # -------------------------------------------------------------- content

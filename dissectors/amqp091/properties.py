@@ -105,28 +105,43 @@ def scan_properties(buf: bytes, off: int, end: int) -> tuple[str, list[str], int
     if flags & 0x0002:
         problems.append("reserved property flag bit 1 is set")
     content_type = ""
-    bit = 0x8000
-    while bit > 0x0002:
-        if flags & bit:
-            if bit & _SHORTSTR_MASKS:
-                if off >= end:
-                    raise DecodeError(f"{_NAMES[bit]}: length prefix needs 1 bytes, 0 left", off)
-                n = buf[off]
-                if off + 1 + n > end:
-                    raise DecodeError(f"{_NAMES[bit]}: length {n} overruns the frame by {off + 1 + n - end} bytes",
-                                      off)
-                if bit == 0x8000:
-                    content_type = bytes(buf[off + 1:off + 1 + n]).decode("utf-8", "replace")
-                off += 1 + n
-            elif bit == 0x2000:
-                off = check_table(buf, off, end)
-            else:
-                size = 8 if bit == 0x0040 else 1
-                if off + size > end:
-                    raise DecodeError(f"{_NAMES[bit]}: needs {size} bytes, {max(end - off, 0)} left", off)
-                off += size
-        bit >>= 1
+    plan = _PLANS.get(flags)
+    if plan is None:
+        plan = _PLANS[flags] = _plan(flags)
+    for bit, kind in plan:
+        if kind == 0:  # shortstr
+            if off >= end:
+                raise DecodeError(f"{_NAMES[bit]}: length prefix needs 1 bytes, 0 left", off)
+            n = buf[off]
+            if off + 1 + n > end:
+                raise DecodeError(f"{_NAMES[bit]}: length {n} overruns the frame by {off + 1 + n - end} bytes", off)
+            if bit == 0x8000:
+                content_type = bytes(buf[off + 1:off + 1 + n]).decode("utf-8", "replace")
+            off += 1 + n
+        elif kind == -1:  # table
+            off = check_table(buf, off, end)
+        else:
+            if off + kind > end:
+                raise DecodeError(f"{_NAMES[bit]}: needs {kind} bytes, {max(end - off, 0)} left", off)
+            off += kind
     return content_type, problems, off
 
 
 _NAMES = {bit: spec.name for bit, spec in PROPERTIES}
+
+#: flag word -> ((bit, kind), ...) of the properties present; kind 0 = shortstr, -1 = table, else a size.
+_PLANS: dict[int, tuple[tuple[int, int], ...]] = {}
+
+
+def _plan(flags: int) -> tuple[tuple[int, int], ...]:
+    out = []
+    for bit, _spec in PROPERTIES:
+        if flags & bit:
+            if bit & _SHORTSTR_MASKS:
+                kind = 0
+            elif bit == 0x2000:
+                kind = -1
+            else:
+                kind = 8 if bit == 0x0040 else 1
+            out.append((bit, kind))
+    return tuple(out)
