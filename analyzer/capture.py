@@ -173,10 +173,13 @@ def _read_pcapng(path: str, ch: _Chunks) -> Iterator[RawPacket]:
         buf, pos = ch.buf, ch.pos
         body = pos + 8
         end = pos + blen - 4
-        if btype == 6:  # Enhanced Packet Block
-            iface, hi, lo, cap, orig = epb.unpack_from(buf, body)
+        if btype == 6 or btype == 2:  # Enhanced Packet Block, or the obsolete Packet Block
+            if btype == 6:
+                iface, hi, lo, cap, orig = epb.unpack_from(buf, body)
+            else:
+                iface, _drops, hi, lo, cap, orig = struct.unpack_from(endian + "HHIIII", buf, body)
             if iface >= len(ifaces) or body + 20 + cap > end:
-                raise CaptureError(f"{path}: corrupt enhanced packet block after packet {number}")
+                raise CaptureError(f"{path}: corrupt packet block after packet {number}")
             info = ifaces[iface]
             number += 1
             yield RawPacket(number, ((hi << 32) | lo) / info.units + info.offset, info.linktype,
@@ -190,14 +193,6 @@ def _read_pcapng(path: str, ch: _Chunks) -> Iterator[RawPacket]:
                 cap = min(cap, ifaces[0].snaplen)
             number += 1
             yield RawPacket(number, 0.0, ifaces[0].linktype, buf[body + 4:body + 4 + cap], orig)
-        elif btype == 2:  # obsolete Packet Block
-            iface, _drops, hi, lo, cap, orig = struct.unpack_from(endian + "HHIIII", buf, body)
-            if iface >= len(ifaces) or body + 20 + cap > end:
-                raise CaptureError(f"{path}: corrupt packet block after packet {number}")
-            info = ifaces[iface]
-            number += 1
-            yield RawPacket(number, ((hi << 32) | lo) / info.units + info.offset, info.linktype,
-                            buf[body + 20:body + 20 + cap], orig)
         elif btype == 1:  # Interface Description Block
             ifaces.append(_parse_idb(buf, body, end, endian))
         ch.pos = pos + blen

@@ -121,3 +121,15 @@ def test_absurd_record_length_is_an_error_not_an_allocation(tmp_path: Path):
     p.write_bytes(hdr + struct.pack("<IIII", 0, 0, 0xFFFFFFF0, 0xFFFFFFF0) + b"x" * 100)
     with pytest.raises(CaptureError, match="corrupt"):
         list(read_packets(str(p)))
+
+
+def test_pcapng_obsolete_packet_block(tmp_path: Path):
+    ip = ip_packet(one_conv().segments[3])
+    shb = _block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1))
+    idb = _block(1, struct.pack("<HHI", 101, 0, 65535))
+    t = 1_700_000_001_000_000
+    pb = _block(2, struct.pack("<HHIIII", 0, 0, t >> 32, t & 0xFFFFFFFF, len(ip), len(ip)) + ip)
+    p = tmp_path / "old.pcapng"
+    p.write_bytes(shb + idb + pb)
+    (pkt,) = read_packets(str(p))
+    assert pkt.data == ip and pkt.ts == pytest.approx(1_700_000_001.0) and pkt.linktype == 101
