@@ -20,7 +20,10 @@ class Direction(enum.StrEnum):
 
     @property
     def other(self) -> Direction:
-        return Direction.S2C if self is Direction.C2S else Direction.C2S
+        return _OTHER[self]
+
+
+_OTHER = {Direction.C2S: Direction.S2C, Direction.S2C: Direction.C2S}
 
 
 class Severity(enum.StrEnum):

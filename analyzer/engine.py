@@ -67,7 +67,7 @@ def fmt_endpoint(ep: tuple[str, int]) -> str:
 class _Side:
     """One direction: reassembly plus the map from stream offsets back to packets."""
 
-    __slots__ = ("reasm", "segments", "sniff_buf", "fin", "endpoint", "last_ack")
+    __slots__ = ("reasm", "segments", "sniff_buf", "fin", "endpoint", "peer", "last_ack")
 
     def __init__(self, max_buffer: int) -> None:
         self.reasm = StreamReassembler(max_buffer)
@@ -76,6 +76,7 @@ class _Side:
         self.sniff_buf = bytearray()
         self.fin = False
         self.endpoint = ""
+        self.peer = ""  # the other side's endpoint
         self.last_ack: int | None = None  # the last acknowledgement number this side sent
 
     def packets_for(self, start: int, end: int) -> tuple[int, int, float]:
@@ -99,8 +100,9 @@ class _Conversation:
     def __init__(self, info: FlowInfo, max_buffer: int, midstream: bool) -> None:
         self.info = info
         self.sides = {Direction.C2S: _Side(max_buffer), Direction.S2C: _Side(max_buffer)}
-        self.sides[Direction.C2S].endpoint = fmt_endpoint(info.client)
-        self.sides[Direction.S2C].endpoint = fmt_endpoint(info.server)
+        c, s = self.sides[Direction.C2S], self.sides[Direction.S2C]
+        c.endpoint = s.peer = fmt_endpoint(info.client)
+        s.endpoint = c.peer = fmt_endpoint(info.server)
         self.dissector: Dissector | None = None
         self.conn: Connection | None = None
         # Stream events held back while the protocol is not yet known.
@@ -421,7 +423,7 @@ class Analyzer:
                 ev.ts = ts
                 ev.flow = info.id
                 ev.src = side.endpoint
-                ev.dst = conv.sides[ev.direction.other].endpoint
+                ev.dst = side.peer
                 ev.protocol = info.protocol or ""
                 if ev.dialect:
                     info.dialect = ev.dialect
