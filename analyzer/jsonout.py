@@ -94,5 +94,9 @@ def finding_json(f: Finding) -> dict[str, Any]:
     return {"type": "finding", "flow": f.flow, "frame": f.frame, **f.to_json()}
 
 
+# One encoder for every line: json.dumps with options builds a new encoder per call.
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False).encode
+
+
 def dumps(obj: dict[str, Any]) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    return _ENCODE(obj)
