@@ -413,31 +413,49 @@ class Analyzer:
         except Exception as exc:  # a dissector bug must not end the whole analysis
             yield from self._account(conv, _dissector_crash(conv, exc))
 
-    def _emit(self, conv: _Conversation, out: Iterable[Event]) -> Iterator[Event]:
+    def _emit(self, conv: _Conversation, out: Iterable[Event]) -> list[Event]:
+        """Stamp a dissector's frames and findings with where they came from."""
         info = conv.info
+        sides = conv.sides
+        fid = info.id
+        protocol = info.protocol or ""
+        counts = info.findings
+        result: list[Event] = []
+        n_frames = 0
         for ev in out:
             if isinstance(ev, Frame):
-                side = conv.sides[ev.direction]
-                first, last, ts = side.packets_for(ev.offset, ev.offset + ev.size)
-                ev.packets = (first, last)
+                side = sides[ev.direction]
+                segs = side.segments
+                start = ev.offset
+                while len(segs) > 1 and segs[0][0] <= start:
+                    segs.popleft()
+                if segs and segs[0][0] >= start + ev.size:  # the frame lies in one segment
+                    _, last, ts = segs[0]
+                    ev.packets = (last, last)
+                else:
+                    first, last, ts = side.packets_for(start, start + ev.size)
+                    ev.packets = (first, last)
                 ev.ts = ts
-                ev.flow = info.id
+                ev.flow = fid
                 ev.src = side.endpoint
                 ev.dst = side.peer
-                ev.protocol = info.protocol or ""
+                ev.protocol = protocol
                 if ev.dialect:
                     info.dialect = ev.dialect
-                info.frames += 1
+                n_frames += 1
                 for f in ev.findings:
-                    f.flow, f.frame = info.id, last
-                    info.findings[f.severity] += 1
-                yield ev
+                    f.flow, f.frame = fid, last
+                    counts[f.severity] += 1
+                result.append(ev)
             else:
-                ev.flow = info.id
+                ev.flow = fid
                 if ev.related is not None:
                     ev.frame = ev.related.packets[1]
                     ev.related = None
-                yield from self._account(conv, ev)
+                counts[ev.severity] += 1
+                result.append(ev)
+        info.frames += n_frames
+        return result
 
     def _account(self, conv: _Conversation, f: Finding) -> Iterator[Finding]:
         conv.info.findings[f.severity] += 1
