@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -82,12 +83,32 @@ def inspect(
             return False
         return protocol is None or flow_protocol(f.flow) == protocol
 
+    write = sys.stdout.write
+    on_frame: Callable[[Frame], object]
+    on_finding: Callable[[Finding], object]
+    if format is Format.jsonl:
+        def on_frame(ev: Frame) -> None:
+            write(dumps(frame_json(ev)) + "\n")
+
+        def on_finding(ev: Finding) -> None:
+            write(dumps(finding_json(ev)) + "\n")
+    elif format is Format.json:
+        def on_frame(ev: Frame) -> None:
+            collected["frames"].append(frame_json(ev))
+
+        def on_finding(ev: Finding) -> None:
+            collected["findings"].append(finding_json(ev))
+    elif format is Format.summary:
+        on_frame, on_finding = summary.frame, summary.finding
+    else:
+        on_frame, on_finding = tree.frame, tree.finding
+
     error: str | None = None
     try:
         for ev in analyzer.run(read_packets(str(capture))):
-            if not shown and analyzer.first_ts is not None:
-                tree.t0 = summary.t0 = analyzer.first_ts
             if isinstance(ev, Frame):
+                if not shown:
+                    tree.t0 = summary.t0 = analyzer.first_ts or 0.0
                 if flow is not None and ev.flow != flow:
                     continue
                 if protocol is not None and ev.protocol != protocol:
@@ -97,23 +118,11 @@ def inspect(
                 if max_frames is not None and shown >= max_frames:
                     break
                 shown += 1
-                if format is Format.jsonl:
-                    sys.stdout.write(dumps(frame_json(ev)) + "\n")
-                elif format is Format.json:
-                    collected["frames"].append(frame_json(ev))
-                elif format is Format.summary:
-                    summary.frame(ev)
-                else:
-                    tree.frame(ev)
+                on_frame(ev)
             elif wanted_finding(ev):
-                if format is Format.jsonl:
-                    sys.stdout.write(dumps(finding_json(ev)) + "\n")
-                elif format is Format.json:
-                    collected["findings"].append(finding_json(ev))
-                elif format is Format.summary:
-                    summary.finding(ev)
-                else:
-                    tree.finding(ev)
+                if not shown:
+                    tree.t0 = summary.t0 = analyzer.first_ts or 0.0
+                on_finding(ev)
     except CaptureError as exc:
         error = str(exc)
     except NoDecodableLinkType as exc:

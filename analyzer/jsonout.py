@@ -70,15 +70,16 @@ def field_json(f: Field) -> Any:
 
 
 def frame_json(frame: Frame) -> dict[str, Any]:
+    packets = frame.packets
     return {
         "type": "frame",
-        "frame": frame.packets[1],
-        "packets": [frame.packets[0], frame.packets[1]],
+        "frame": packets[1],
+        "packets": packets,  # a tuple: encoded as a JSON array
         "ts": frame.ts,
         "flow": frame.flow,
         "src": frame.src,
         "dst": frame.dst,
-        "direction": str(frame.direction),
+        "direction": frame.direction,  # a str enum: encoded as its value
         "protocol": frame.protocol,
         "dialect": frame.dialect,
         "command": frame.command,
@@ -86,7 +87,7 @@ def frame_json(frame: Frame) -> dict[str, Any]:
         "size": frame.size,
         "info": frame.info,
         "fields": fields_json(frame.fields),
-        "findings": [f.to_json() for f in frame.findings],
+        "findings": [f.to_json() for f in frame.findings] if frame.findings else [],
     }
 
 
