@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-CAPTURES = sorted((ROOT / "captures").glob("*/*.pcap"))
+CAPTURES = sorted([*(ROOT / "captures").glob("*/*.pcap"), *(ROOT / "captures").glob("*/*.pcapng")])
+#: Recorded with a small snap length on purpose: their capture loss is the point.
+LOSSY = {"rstream_publish_confirm_snaplen96.pcap"}
 
 
 def streamproto(*args: str) -> subprocess.CompletedProcess[str]:
@@ -35,7 +37,8 @@ def test_every_bundled_capture_decodes_to_frames_and_valid_jsonl(capture: Path):
     frames = [x for x in lines if x["type"] == "frame"]
     assert frames, "no frame decoded"
     assert all(f["protocol"] in ("rabbitmq_stream", "amqp091") for f in frames)
-    assert not [f for f in lines if f["type"] == "finding" and f["id"].startswith(("engine.", "tcp."))]
+    bad = ("engine.",) if capture.name in LOSSY else ("engine.", "tcp.")
+    assert not [f for f in lines if f["type"] == "finding" and f["id"].startswith(bad)]
     for f in frames:
         assert f["packets"][0] <= f["packets"][1] == f["frame"]
 
