@@ -132,7 +132,7 @@ def inspect(
                "flows": [flow_json(f) for f in analyzer.flows if flow is None or f.id == flow]}
         sys.stdout.write(json.dumps(doc, ensure_ascii=False, indent=1) + "\n")
     elif format in (Format.tree, Format.summary) and analyzer.packets:
-        totals = {"error": 0, "warning": 0, "note": 0}
+        totals = dict(analyzer.capture_findings)
         for f in analyzer.flows:
             for k, v in f.findings.items():
                 totals[k] += v

@@ -129,14 +129,15 @@ class Analyzer:
         self._live: dict[tuple[str, int, str, int], _Conversation] = {}
         # Conversations closed by FIN/RST, so their last ACKs do not open a new one.
         self._closed: OrderedDict[tuple[str, int, str, int], FlowInfo] = OrderedDict()
-        # (src, dst, sport, dport) -> conversation and direction, for decided live conversations.
-        # (src, dst, sport, dport) -> (conversation, direction, its side, the other side, flow info).
+        # For decided live conversations: (src, dst, sport, dport) -> (conversation, direction, its side, the other side, flow info).
         self._fast: dict[tuple[str, str, int, int], tuple[_Conversation, Direction, _Side, _Side, FlowInfo]] = {}
         self.linkdec = LinkDecoder()
         self.packets = 0
         self.first_ts: float | None = None
         self.last_ts = 0.0
         self.truncated_packets = 0
+        #: Findings about the capture itself (no conversation), by severity.
+        self.capture_findings = {"error": 0, "warning": 0, "note": 0}
         self._startup_errors: list[Finding] = []
 
     # ----------------------------------------------------------------- driving
@@ -161,6 +162,7 @@ class Analyzer:
                     f = TRUNCATED_PACKET(f"packet {pkt.number} was cut by the snap length "
                                          f"({len(pkt.data)} of {pkt.orig_len} bytes captured)")
                     f.frame = pkt.number
+                    self.capture_findings[f.severity] += 1
                     yield f
                 out = fast(seg, pkt.number, ts)
                 if out is None:
@@ -247,8 +249,10 @@ class Analyzer:
             if self.packets and self.linkdec.unsupported == self.packets:
                 kinds = ", ".join(str(x) for x in sorted(self.linkdec.unknown_linktype))
                 raise NoDecodableLinkType(f"unsupported link type {kinds}")
-            yield UNKNOWN_LINKTYPE(f"{self.linkdec.unsupported} packets of link type(s) "
-                                   f"{sorted(self.linkdec.unknown_linktype)} were skipped")
+            f = UNKNOWN_LINKTYPE(f"{self.linkdec.unsupported} packets of link type(s) "
+                                 f"{sorted(self.linkdec.unknown_linktype)} were skipped")
+            self.capture_findings[f.severity] += 1
+            yield f
 
     # ------------------------------------------------------------ conversations
     def _segment(self, seg: TcpSegment, number: int, ts: float) -> Iterator[Event]:

@@ -141,3 +141,17 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capture: Path, kind: s
     assert len(err) == 1 and err[0].startswith("streamproto: ") and "Traceback" not in r.output
     if kind == "cut" and command == "inspect":
         assert "HELLO world" in r.stdout  # what was readable is still shown
+
+
+def test_footer_counts_capture_level_findings_too(tmp_path: Path):
+    c = TcpConversation(("10.1.1.1", 50000), ("10.1.1.2", 7777))
+    c.handshake()
+    c.send("c2s", b"HELLO " + b"x" * 300 + b"\n")
+    p = tmp_path / "snap.pcap"
+    write_capture(str(p), [c], snaplen=100)
+    r = invoke("inspect", str(p), "--format", "jsonl")
+    warnings = sum(json.loads(x)["severity"] == "warning" for x in r.stdout.splitlines()
+                   if json.loads(x)["type"] == "finding")
+    r = invoke("inspect", str(p))
+    assert warnings >= 2  # the cut packet, and the bytes it lost
+    assert r.stdout.rstrip().splitlines()[-1].endswith(f"0 errors, {warnings} warnings, 0 notes")
