@@ -147,6 +147,7 @@ def test_footer_counts_capture_level_findings_too(tmp_path: Path):
     c = TcpConversation(("10.1.1.1", 50000), ("10.1.1.2", 7777))
     c.handshake()
     c.send("c2s", b"HELLO " + b"x" * 300 + b"\n")
+    c.send("c2s", b"NEXT\n")
     p = tmp_path / "snap.pcap"
     write_capture(str(p), [c], snaplen=100)
     r = invoke("inspect", str(p), "--format", "jsonl")
