@@ -7,11 +7,15 @@ Reuses a broker already listening on 127.0.0.1:5672 (user guest/guest); otherwis
 Debian rabbitmq-server with its state under /tmp/amqp091-broker, bound to 127.0.0.1 only, and
 stops it afterwards. Each scenario is captured with tcpdump on lo, port 5672, into <scenario>.pcap
 next to this script. The facts each test asserts are listed in MANIFEST.md.
+
+`aiopika_big_frame` starts its own second broker on 127.0.0.1:5673 with frame_max 4 MiB (state under
+/tmp/amqp091-bigframe-broker), records port 5673 and writes aiopika_big_frame.pcap.gz, then stops it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import os
 import signal
@@ -19,9 +23,12 @@ import socket
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 
 import pika
+import pika.compat
 
 HERE = Path(__file__).resolve().parent
 BROKER_DIR = Path("/tmp/amqp091-broker")
@@ -67,9 +74,11 @@ def stop_broker(proc: subprocess.Popen | None) -> None:
         os.killpg(proc.pid, signal.SIGTERM)
 
 
-def record(name: str, fn) -> None:
+def record(name: str, fn, port: int = 5672, gz: bool = False) -> None:
     out = HERE / f"{name}.pcap"
-    dump = subprocess.Popen(["tcpdump", "-i", "lo", "-s", "0", "-U", "-w", str(out), "tcp port 5672"],
+    # Megabyte bursts on lo overrun tcpdump's default 2 MiB buffer (packets dropped): give it 64 MiB.
+    big = ["-B", "65536"] if gz else []
+    dump = subprocess.Popen(["tcpdump", "-i", "lo", "-s", "0", "-U", *big, "-w", str(out), f"tcp port {port}"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(1)
     try:
@@ -78,6 +87,11 @@ def record(name: str, fn) -> None:
         time.sleep(1)
         dump.send_signal(signal.SIGINT)
         dump.wait(10)
+    if gz:  # megabyte frames of a repeating pattern: gzip keeps the committed file small
+        packed = out.with_name(out.name + ".gz")
+        packed.write_bytes(gzip.compress(out.read_bytes(), 9, mtime=0))
+        out.unlink()
+        out = packed
     print(f"{out.name}: {out.stat().st_size} bytes")
 
 
@@ -277,15 +291,174 @@ def aiopika_session() -> None:
     asyncio.run(run())
 
 
+# --------------------------------------------- cases Wireshark gets wrong (tests/test_amqp091_wireshark_gaps.py)
+def aiopika_update_secret() -> None:
+    """aio-pika (aiormq): connection.update-secret (RabbitMQ's class 10 method 70) answered by update-secret-ok."""
+    import aio_pika
+
+    async def run() -> None:
+        connection = await aio_pika.connect("amqp://guest:guest@127.0.0.1:5672/")
+        async with connection:
+            channel = await connection.channel()
+            # The internal auth backend accepts a "new" secret equal to the current password.
+            await connection.update_secret("guest", reason="sp rotate")
+            queue = await channel.declare_queue("sp.update-secret", auto_delete=True)
+            await channel.default_exchange.publish(aio_pika.Message(b"after update-secret"), routing_key=queue.name)
+            message = await queue.get(timeout=5)
+            await message.ack()
+            await queue.delete(if_unused=False, if_empty=False)
+
+    asyncio.run(run())
+
+
+#: Every header value type each client can emit (pika: no float; aio-pika/pamqp picks the narrowest integer).
+HEADER_TYPES_PIKA = {
+    "bool-true": True, "bool-false": False, "int": 42, "int-neg": -7, "long": pika.compat.long(1099511627776),
+    "int-big": 3000000000, "decimal": Decimal("3.14"), "timestamp": datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC),
+    "nested": {"k": "v", "n": 1, "deeper": {"ok": True}}, "array": [1, "two", True, None, [3]],
+    "bytes": b"\x00\x01\xfe\xff", "void": None, "text": "h\u00e9llo",
+}
+HEADER_TYPES_AIOPIKA = {
+    "bool-true": True, "bool-false": False, "i8": -5, "i16": -300, "u16": 40000, "i32": -100000,
+    "u32": 3000000000, "i64": -(1 << 40), "float": 1.5, "decimal": Decimal("3.14"),
+    "timestamp": datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC), "nested": {"k": "v", "n": 1, "deeper": {"ok": True}},
+    "array": [1, "two", True, None, [3]], "bytes": bytearray(b"\x00\x01\xfe\xff"), "void": None,
+    "text": "h\u00e9llo",
+}
+
+
+def pika_header_types() -> None:
+    """pika: one publish whose headers use every type pika encodes; fetched back with basic.get."""
+    c = conn()
+    ch = c.channel()
+    q = ch.queue_declare("sp.header-types", auto_delete=False).method.queue
+    ch.queue_purge(q)
+    ch.basic_publish("", q, b"typed headers", pika.BasicProperties(content_type="text/plain",
+                                                                   headers=HEADER_TYPES_PIKA))
+    while True:
+        m, _p, _b = ch.basic_get(q)
+        if m is not None:
+            break
+        time.sleep(0.05)
+    ch.basic_ack(m.delivery_tag)
+    ch.queue_delete(q)
+    c.close()
+
+
+def aiopika_header_types() -> None:
+    """aio-pika: one publish whose headers use every type pamqp encodes; fetched back with basic.get."""
+    import aio_pika
+
+    async def run() -> None:
+        connection = await aio_pika.connect("amqp://guest:guest@127.0.0.1:5672/")
+        async with connection:
+            channel = await connection.channel()
+            queue = await channel.declare_queue("sp.header-types", auto_delete=True)
+            await channel.default_exchange.publish(
+                aio_pika.Message(b"typed headers", content_type="text/plain", headers=HEADER_TYPES_AIOPIKA),
+                routing_key=queue.name)
+            message = await queue.get(timeout=5)
+            await message.ack()
+            await queue.delete(if_unused=False, if_empty=False)
+
+    asyncio.run(run())
+
+
+BIGFRAME_PORT = 5673
+BIGFRAME_DIR = Path("/tmp/amqp091-bigframe-broker")
+BIGFRAME_NODE = "amqp091big@localhost"
+#: 1.5 MB, one body frame (frame_max 4 MiB); a 251-byte period so gzip shrinks the capture ~300x.
+HUGE = bytes((i * 7 + 3) % 251 for i in range(1_500_000))
+
+
+def start_bigframe_broker() -> subprocess.Popen:
+    """A second, private broker on 127.0.0.1:5673 with frame_max 4 MiB (the shared one keeps 128 KiB)."""
+    if port_open(BIGFRAME_PORT):
+        raise SystemExit(f"port {BIGFRAME_PORT} is busy")
+    BIGFRAME_DIR.mkdir(parents=True, exist_ok=True)
+    conf = BIGFRAME_DIR / "rabbitmq.conf"
+    conf.write_text(f"listeners.tcp.default = 127.0.0.1:{BIGFRAME_PORT}\nloopback_users = none\n"
+                    "frame_max = 4194304\n")
+    (BIGFRAME_DIR / "plugins").write_text("[].\n")
+    for sub in ("mnesia", "log"):
+        (BIGFRAME_DIR / sub).mkdir(exist_ok=True)
+    # The Debian start script drops to the rabbitmq user when run as root: it must own the state.
+    subprocess.run(["chown", "-R", "rabbitmq:rabbitmq", str(BIGFRAME_DIR)], check=False)
+    env = dict(os.environ, RABBITMQ_NODE_IP_ADDRESS="127.0.0.1", RABBITMQ_NODENAME=BIGFRAME_NODE,
+               RABBITMQ_MNESIA_BASE=str(BIGFRAME_DIR / "mnesia"), RABBITMQ_LOG_BASE=str(BIGFRAME_DIR / "log"),
+               RABBITMQ_CONFIG_FILE=str(conf), ERL_EPMD_ADDRESS="127.0.0.1",
+               RABBITMQ_ENABLED_PLUGINS_FILE=str(BIGFRAME_DIR / "plugins"), RABBITMQ_DIST_PORT="25674")
+    proc = subprocess.Popen(["rabbitmq-server"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    for _ in range(120):
+        if port_open(BIGFRAME_PORT):
+            time.sleep(1)
+            return proc
+        time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGTERM)
+    raise SystemExit("the frame_max 4 MiB broker did not come up")
+
+
+def stop_bigframe_broker(proc: subprocess.Popen) -> None:
+    subprocess.run(["rabbitmqctl", "-n", BIGFRAME_NODE, "stop"], check=False,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGTERM)
+
+
+def aiopika_big_frame() -> None:
+    """aio-pika (aiormq takes the broker's frame_max 4 MiB in tune-ok): a 1.5 MB message in ONE body frame,
+    then a small one; both consumed back (the 1.5 MB one again in one body frame)."""
+    import aio_pika
+
+    async def run() -> None:
+        connection = await aio_pika.connect(f"amqp://guest:guest@127.0.0.1:{BIGFRAME_PORT}/")
+        async with connection:
+            channel = await connection.channel()
+            queue = await channel.declare_queue("sp.big-frame", auto_delete=True)
+            await channel.default_exchange.publish(
+                aio_pika.Message(HUGE, content_type="application/octet-stream"), routing_key=queue.name)
+            await channel.default_exchange.publish(
+                aio_pika.Message(b"after the big frame", content_type="text/plain"), routing_key=queue.name)
+            got = []
+            async with queue.iterator() as it:
+                async for message in it:
+                    async with message.process():
+                        got.append(message.body)
+                    if len(got) == 2:
+                        break
+            assert got == [HUGE, b"after the big frame"]
+            await queue.delete(if_unused=False, if_empty=False)
+
+    asyncio.run(run())
+
+
+def record_aiopika_big_frame() -> None:
+    broker = start_bigframe_broker()
+    try:
+        record("aiopika_big_frame", aiopika_big_frame, port=BIGFRAME_PORT, gz=True)
+    finally:
+        stop_bigframe_broker(broker)
+
+
 SCENARIOS = {f.__name__: f for f in (pika_confirms, pika_tx, pika_consume, pika_get, pika_large, pika_e2e,
-                                     pika_channel_error, pika_bad_login, pika_heartbeat, aiopika_session)}
+                                     pika_channel_error, pika_bad_login, pika_heartbeat, aiopika_session,
+                                     aiopika_update_secret, pika_header_types, aiopika_header_types,
+                                     aiopika_big_frame)}
+#: Scenarios that need their own broker / port / output format.
+RECORDERS = {"aiopika_big_frame": record_aiopika_big_frame}
 
 
 def main(names: list[str]) -> None:
     broker = start_broker()
     try:
         for name in names or list(SCENARIOS):
-            record(name, SCENARIOS[name])
+            if name in RECORDERS:
+                RECORDERS[name]()
+            else:
+                record(name, SCENARIOS[name])
     finally:
         stop_broker(broker)
 
