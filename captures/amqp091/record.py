@@ -41,37 +41,51 @@ def port_open(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
-def start_broker() -> subprocess.Popen | None:
-    if port_open(5672):
-        print("reusing the broker on 127.0.0.1:5672")
-        return None
-    BROKER_DIR.mkdir(parents=True, exist_ok=True)
-    conf = BROKER_DIR / "rabbitmq.conf"
-    conf.write_text("listeners.tcp.default = 127.0.0.1:5672\nloopback_users = none\n")
-    env = dict(os.environ, RABBITMQ_NODE_IP_ADDRESS="127.0.0.1", RABBITMQ_NODENAME="amqp091rec@localhost",
-               RABBITMQ_MNESIA_BASE=str(BROKER_DIR / "mnesia"), RABBITMQ_LOG_BASE=str(BROKER_DIR / "log"),
-               RABBITMQ_CONFIG_FILE=str(conf.with_suffix("")), RABBITMQ_ENABLED_PLUGINS_FILE=str(BROKER_DIR / "plugins"),
-               RABBITMQ_DIST_PORT="25673")
-    (BROKER_DIR / "plugins").write_text("[].\n")
+def start_private_broker(state: Path, port: int, node: str, dist_port: int, extra_conf: str = "") -> subprocess.Popen:
+    """A private Debian rabbitmq-server bound to 127.0.0.1:``port``, its state under ``state``."""
+    if port_open(port):
+        raise SystemExit(f"port {port} is busy")
+    for sub in ("mnesia", "log"):
+        (state / sub).mkdir(parents=True, exist_ok=True)
+    conf = state / "rabbitmq.conf"
+    conf.write_text(f"listeners.tcp.default = 127.0.0.1:{port}\nloopback_users = none\n{extra_conf}")
+    (state / "plugins").write_text("[].\n")
+    # The Debian start script drops to the rabbitmq user when run as root: it must own the state.
+    subprocess.run(["chown", "-R", "rabbitmq:rabbitmq", str(state)], check=False)
+    env = dict(os.environ, RABBITMQ_NODE_IP_ADDRESS="127.0.0.1", RABBITMQ_NODENAME=node,
+               RABBITMQ_MNESIA_BASE=str(state / "mnesia"), RABBITMQ_LOG_BASE=str(state / "log"),
+               RABBITMQ_CONFIG_FILE=str(conf), ERL_EPMD_ADDRESS="127.0.0.1",
+               RABBITMQ_ENABLED_PLUGINS_FILE=str(state / "plugins"), RABBITMQ_DIST_PORT=str(dist_port))
     proc = subprocess.Popen(["rabbitmq-server"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     for _ in range(120):
-        if port_open(5672):
+        if port_open(port):
             time.sleep(1)
             return proc
         time.sleep(0.5)
-    raise SystemExit("rabbitmq-server did not come up")
+    os.killpg(proc.pid, signal.SIGTERM)
+    raise SystemExit(f"rabbitmq-server on port {port} did not come up")
 
 
-def stop_broker(proc: subprocess.Popen | None) -> None:
-    if proc is None:
-        return
-    subprocess.run(["rabbitmqctl", "-n", "amqp091rec@localhost", "stop"], check=False,
+def stop_private_broker(proc: subprocess.Popen, node: str) -> None:
+    subprocess.run(["rabbitmqctl", "-n", node, "stop"], check=False,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         proc.wait(30)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGTERM)
+
+
+def start_broker() -> subprocess.Popen | None:
+    if port_open(5672):
+        print("reusing the broker on 127.0.0.1:5672")
+        return None
+    return start_private_broker(BROKER_DIR, 5672, "amqp091rec@localhost", 25673)
+
+
+def stop_broker(proc: subprocess.Popen | None) -> None:
+    if proc is not None:
+        stop_private_broker(proc, "amqp091rec@localhost")
 
 
 def record(name: str, fn, port: int = 5672, gz: bool = False) -> None:
@@ -373,39 +387,11 @@ HUGE = bytes((i * 7 + 3) % 251 for i in range(1_500_000))
 
 def start_bigframe_broker() -> subprocess.Popen:
     """A second, private broker on 127.0.0.1:5673 with frame_max 4 MiB (the shared one keeps 128 KiB)."""
-    if port_open(BIGFRAME_PORT):
-        raise SystemExit(f"port {BIGFRAME_PORT} is busy")
-    BIGFRAME_DIR.mkdir(parents=True, exist_ok=True)
-    conf = BIGFRAME_DIR / "rabbitmq.conf"
-    conf.write_text(f"listeners.tcp.default = 127.0.0.1:{BIGFRAME_PORT}\nloopback_users = none\n"
-                    "frame_max = 4194304\n")
-    (BIGFRAME_DIR / "plugins").write_text("[].\n")
-    for sub in ("mnesia", "log"):
-        (BIGFRAME_DIR / sub).mkdir(exist_ok=True)
-    # The Debian start script drops to the rabbitmq user when run as root: it must own the state.
-    subprocess.run(["chown", "-R", "rabbitmq:rabbitmq", str(BIGFRAME_DIR)], check=False)
-    env = dict(os.environ, RABBITMQ_NODE_IP_ADDRESS="127.0.0.1", RABBITMQ_NODENAME=BIGFRAME_NODE,
-               RABBITMQ_MNESIA_BASE=str(BIGFRAME_DIR / "mnesia"), RABBITMQ_LOG_BASE=str(BIGFRAME_DIR / "log"),
-               RABBITMQ_CONFIG_FILE=str(conf), ERL_EPMD_ADDRESS="127.0.0.1",
-               RABBITMQ_ENABLED_PLUGINS_FILE=str(BIGFRAME_DIR / "plugins"), RABBITMQ_DIST_PORT="25674")
-    proc = subprocess.Popen(["rabbitmq-server"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
-    for _ in range(120):
-        if port_open(BIGFRAME_PORT):
-            time.sleep(1)
-            return proc
-        time.sleep(0.5)
-    os.killpg(proc.pid, signal.SIGTERM)
-    raise SystemExit("the frame_max 4 MiB broker did not come up")
+    return start_private_broker(BIGFRAME_DIR, BIGFRAME_PORT, BIGFRAME_NODE, 25674, "frame_max = 4194304\n")
 
 
 def stop_bigframe_broker(proc: subprocess.Popen) -> None:
-    subprocess.run(["rabbitmqctl", "-n", BIGFRAME_NODE, "stop"], check=False,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        proc.wait(30)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGTERM)
+    stop_private_broker(proc, BIGFRAME_NODE)
 
 
 def aiopika_big_frame() -> None:
