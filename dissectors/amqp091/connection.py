@@ -17,9 +17,9 @@ from dissectors.amqp091 import methods as M
 from dissectors.amqp091 import rules as R
 from dissectors.amqp091.codes import FRAME_END, FRAME_MIN_SIZE, FRAME_TYPES, PROTOCOL_HEADERS, REPLY_CODES
 from dissectors.amqp091.fast import FAST
-from dissectors.amqp091.lazy import LazyFrame, add_field, add_info
+from dissectors.amqp091.lazy import LazyFrame, add_computed, add_info
 from dissectors.amqp091.methods import CLASSES, LEGACY_CLASSES, METHODS, RESPONSE_CODES, Method
-from dissectors.amqp091.properties import decode_properties, scan_properties
+from dissectors.amqp091.properties import clean_content_type, decode_properties, scan_properties
 from dissectors.amqp091.state import (
     BODY_KEEP,
     CLOSED,
@@ -134,7 +134,7 @@ class _Side:
     """Framing state of one direction."""
 
     __slots__ = ("queue", "header_possible", "junk_at", "junk_len", "junk_why", "frames", "last_ts",
-                 "pending_findings", "closed_conn", "skew")
+                 "pending_findings", "closed_conn", "skew", "direct")
 
     def __init__(self, synced: bool, header_possible: bool) -> None:
         self.queue = ByteQueue(synced)
@@ -147,6 +147,8 @@ class _Side:
         self.pending_findings: list[Finding] = []
         self.closed_conn = False  # this side sent connection.close
         self.skew = 0  # stream bytes framed without passing through the queue
+        # Nothing buffered, in sync, no header or junk pending: segments are framed in place.
+        self.direct = synced and not header_possible
 
 
 class Amqp091Connection(BaseConnection):
@@ -170,6 +172,7 @@ class Amqp091Connection(BaseConnection):
         self._cap = _MIDSTREAM_CAP if midstream else _PRE_TUNE_CAP
         # Largest conformant frame now (0 = no limit): frame-min-size until tune-ok, then frame-max.
         self._limit = 0 if midstream else FRAME_MIN_SIZE
+        self._quiet = self._quiet_bounds()
 
     # ------------------------------------------------------------------ framing
     def _make_measure(self, d: Direction):  # type: ignore[no-untyped-def]
@@ -243,29 +246,19 @@ class Amqp091Connection(BaseConnection):
                     f"nothing from the {'client' if direction is C2S else 'server'} for {silence:.1f} s "
                     f"(heartbeat {self.heartbeat} s)"))
         side.last_ts = ts
-        q = side.queue
         out: list[Event] = []
-        if not len(q) and q.synced and not side.header_possible and not side.junk_len:
+        if side.direct:
             # Fast path: nothing buffered, so whole frames are cut straight from this segment
             # without copying it into the queue; only a trailing partial frame is queued.
             # ``skew`` keeps frame offsets in stream space (the queue never saw these bytes).
-            pos = 0
-            n = len(data)
-            base = q.offset + side.skew
-            cap = self._cap
-            while n - pos >= 8:
-                ftype, _ch, size = _HDR.unpack_from(data, pos)
-                stop = pos + size + 8
-                if stop > n or size > cap or ftype not in _KNOWN_TYPES:
-                    break
-                out.append(self._frame(direction, side, data[pos:stop], base + pos))
-                pos = stop
-                if self.foreign:
-                    return out
+            pos = self._cut_segment(direction, side, data, out)
+            if self.foreign:
+                return out
             side.skew += pos
-            if pos == n:
+            if pos == len(data):
                 return out
             data = data[pos:] if pos else data
+        q = side.queue
         q.append(data)
         for piece in q.cut(self._measures[direction], self._resyncs[direction]):
             if piece.junk:
@@ -273,17 +266,61 @@ class Amqp091Connection(BaseConnection):
                 continue
             if side.junk_len:
                 out.extend(self._flush_junk(side))
-            frame = self._frame(direction, side, piece.data, piece.offset + side.skew)
-            if frame is not None:
-                out.append(frame)
+            if not self._hot_piece(direction, side, piece.data, piece.offset + side.skew, out):
+                out.append(self._general_frame(direction, side, piece.data, piece.offset + side.skew))
             if self.foreign:
                 break
+        side.direct = not len(q) and q.synced and not side.header_possible and not side.junk_len
         return out
+
+    def _cut_segment(self, d: Direction, side: _Side, data: bytes, out: list[Event]) -> int:
+        """Frame whole frames straight from ``data`` (nothing is queued on this side) into ``out``;
+        returns how many bytes were used (a trailing partial frame is left for the queue).
+
+        The hot frames of a busy connection (see _hot_method, _hot_header, _hot_body) are tried
+        first; anything else, or anything a check would complain about, takes the general path.
+        """
+        pos = 0
+        n = len(data)
+        base = side.queue.offset + side.skew
+        cap = self._cap
+        unpack = _HDR.unpack_from
+        # A finding waiting for the next frame (missed heartbeat) goes through the general path.
+        hot = not side.pending_findings
+        quiet_size, quiet_ch = self._quiet
+        # Every frame cut here adds one entry to ``out``: side.frames == len(out) - first.
+        first = len(out) - side.frames
+        while n - pos >= 8:
+            ftype, ch, size = unpack(data, pos)
+            stop = pos + size + 8
+            if stop > n or size > cap or ftype not in _KNOWN_TYPES:
+                break
+            if hot and size <= quiet_size and ch <= quiet_ch and data[stop - 1] == FRAME_END:
+                after = _HOT[ftype](self, d, side, data, pos, stop, ch, size, base, out)
+                if after:
+                    pos = after
+                    continue
+            side.frames = len(out) - first
+            out.append(self._general_frame(d, side, data[pos:stop], base + pos))
+            if self.foreign:
+                return stop
+            quiet_size, quiet_ch = self._quiet
+            hot = True
+            pos = stop
+        side.frames = len(out) - first
+        return pos
+
+    def _general_frame(self, d: Direction, side: _Side, data: bytes, offset: int) -> Frame:
+        """_frame, then the bounds of the hot path (the frame may have been tune-ok or the header)."""
+        frame = self._frame(d, side, data, offset)
+        self._quiet = self._quiet_bounds()
+        return frame
 
     def gap(self, direction: Direction, length: int, ts: float) -> Iterable[Event]:
         side = self.sides[direction]
         side.queue.lost(length)
         side.header_possible = False
+        side.direct = False
         # Whatever was half-received on any channel is lost with the hole.
         for ch in self.channels.values():
             ch.content[direction].reset()
@@ -400,6 +437,32 @@ class Amqp091Connection(BaseConnection):
         frame.data = data  # the wire bytes, for --hex and for oracles
         return frame
 
+    # ------------------------------------------------------------- hot path
+    # A busy connection is mostly publish/deliver + content header + body, and acks, on open
+    # channels. For those the hot_* functions below run the same checks as the general path, but
+    # decide them with a few comparisons against the steady state: when every check passes they
+    # build the (lazy) frame themselves; when any check would speak they return None without
+    # touching any state, and the general path redoes the frame and reports what is wrong.
+
+    def _quiet_bounds(self) -> tuple[int, int]:
+        """(largest payload size, largest channel) of a frame that raises no frame-level finding."""
+        if self.hs == HS_HEADER and not self.midstream:
+            return -1, -1  # any frame now is out of order: the general path says so
+        limit = self._limit
+        return (limit - 8 if limit else 1 << 62), (self.channel_max or 0xFFFF)
+
+    def _hot_piece(self, d: Direction, side: _Side, data: bytes, offset: int, out: list[Event]) -> bool:
+        """The hot path for one frame cut by the queue: True when it took the frame."""
+        if side.header_possible or side.pending_findings:
+            return False
+        ftype, ch, size = _HDR.unpack_from(data, 0)
+        quiet_size, quiet_ch = self._quiet
+        if ftype not in _KNOWN_TYPES or size > quiet_size or ch > quiet_ch or data[-1] != FRAME_END:
+            return False
+        if _HOT[ftype](self, d, side, data, 0, len(data), ch, size, offset, out):
+            side.frames += 1
+            return True
+        return False
 
     def _protocol_header(self, d: Direction, data: bytes, offset: int) -> Frame:
         tail = data[4:8]
@@ -591,46 +654,64 @@ class Amqp091Connection(BaseConnection):
         if meth.responses:
             self._request(d, chan.pending[d], meth, values, frame)
         # Deliveries, acknowledgements, confirms.
-        if code == M.BASIC_PUBLISH:
-            if chan.confirm:
-                chan.publish_seq += 1
-                seq = chan.publish_seq
-                if len(chan.unconfirmed) < TRACK_LIMIT:
-                    chan.unconfirmed[seq] = frame
-                add_field(frame, Field("publish-seq", seq, -1, 0, "publisher-confirm sequence number"))
-                extra = f" seq={seq}"
-        elif code == M.BASIC_DELIVER or code == M.BASIC_GET_OK:
-            tag = values.get("delivery-tag")
-            noack = False
-            if code == M.BASIC_DELIVER:
-                noack = values.get("consumer-tag") in chan.noack_consumers
-            elif chan.noack_pending["get"]:
-                noack = chan.noack_pending["get"].popleft()
-            if isinstance(tag, int):
-                if chan.tag_floor < 0 and self.midstream:
-                    chan.tag_floor = tag - 1
-                if not noack and len(chan.unacked) < TRACK_LIMIT:
-                    chan.unacked.add(tag)
-        elif code == M.BASIC_GET and values.get("no-ack") is not None:
-            chan.noack_pending["get"].append(bool(values.get("no-ack")))
-        elif code == M.BASIC_CONSUME:
-            if values.get("no-ack"):
-                ctag = values.get("consumer-tag") or ""
-                if ctag:
-                    chan.noack_consumers.add(ctag)
-            if not values.get("nowait") and not values.get("consumer-tag"):
-                chan.noack_pending["consume"].append(bool(values.get("no-ack")))
-        elif code == M.BASIC_CONSUME_OK:
-            if chan.noack_pending["consume"] and chan.noack_pending["consume"].popleft():
-                chan.noack_consumers.add(values.get("consumer-tag") or "")
-        elif code == M.BASIC_ACK or code == M.BASIC_NACK or code == M.BASIC_REJECT:
-            extra = self._settle(d, chan, meth, values, frame)
-        elif code == M.CONFIRM_SELECT:
-            chan.confirm = True
-        elif code == M.BASIC_GET_EMPTY:  # the pending get's no-ack flag is used up
-            if chan.noack_pending["get"]:
-                chan.noack_pending["get"].popleft()
+        act = _ACTIONS.get(code)
+        if act is not None:
+            extra = act(self, d, chan, meth, values, frame)
         return extra
+
+    # The per-method actions of _check_method (dispatched by _ACTIONS); each returns Info text.
+    def _publish(self, d: Direction, chan: Channel, meth: Method, values: dict[str, Any], frame: Frame) -> str:
+        if not chan.confirm:
+            return ""
+        chan.publish_seq += 1
+        seq = chan.publish_seq
+        if len(chan.unconfirmed) < TRACK_LIMIT:
+            chan.unconfirmed[seq] = frame
+        add_computed(frame, "publish-seq", seq, "publisher-confirm sequence number")
+        return f" seq={seq}"
+
+    def _deliver(self, d: Direction, chan: Channel, meth: Method, values: dict[str, Any], frame: Frame) -> str:
+        tag = values.get("delivery-tag")
+        noack = False
+        if meth.code == M.BASIC_DELIVER:
+            noack = values.get("consumer-tag") in chan.noack_consumers
+        elif chan.noack_pending["get"]:
+            noack = chan.noack_pending["get"].popleft()
+        if isinstance(tag, int):
+            if chan.tag_floor < 0 and self.midstream:
+                chan.tag_floor = tag - 1
+            if not noack and len(chan.unacked) < TRACK_LIMIT:
+                chan.unacked.add(tag)
+        return ""
+
+    def _get(self, d: Direction, chan: Channel, meth: Method, values: dict[str, Any], frame: Frame) -> str:
+        if values.get("no-ack") is not None:
+            chan.noack_pending["get"].append(bool(values.get("no-ack")))
+        return ""
+
+    def _consume(self, d: Direction, chan: Channel, meth: Method, values: dict[str, Any], frame: Frame) -> str:
+        if values.get("no-ack"):
+            ctag = values.get("consumer-tag") or ""
+            if ctag:
+                chan.noack_consumers.add(ctag)
+        if not values.get("nowait") and not values.get("consumer-tag"):
+            chan.noack_pending["consume"].append(bool(values.get("no-ack")))
+        return ""
+
+    def _consume_ok(self, d: Direction, chan: Channel, meth: Method, values: dict[str, Any], frame: Frame) -> str:
+        if chan.noack_pending["consume"] and chan.noack_pending["consume"].popleft():
+            chan.noack_consumers.add(values.get("consumer-tag") or "")
+        return ""
+
+    def _confirm_select(self, d: Direction, chan: Channel, meth: Method, values: dict[str, Any],
+                        frame: Frame) -> str:
+        chan.confirm = True
+        return ""
+
+    def _get_empty(self, d: Direction, chan: Channel, meth: Method, values: dict[str, Any], frame: Frame) -> str:
+        if chan.noack_pending["get"]:  # the pending get's no-ack flag is used up
+            chan.noack_pending["get"].popleft()
+        return ""
 
     def _settle(self, d: Direction, chan: Channel, meth: Method, values: dict[str, Any], frame: Frame) -> str:
         tag = values.get("delivery-tag")
@@ -685,7 +766,7 @@ class Amqp091Connection(BaseConnection):
                 frame.findings.append(R.CONFIRM_UNKNOWN_TAG(f"{meth.name} confirms publish #{tag} on channel "
                                                             f"{chan.number}, which is not outstanding"))
             return ""
-        add_field(frame, Field("confirms", seqs, -1, 0, _ranges(seqs)))
+        add_computed(frame, "confirms", seqs, _ranges(seqs))
         return f" confirms {_ranges(seqs)}" + (" multiple" if multiple else "")
 
     def _closed_sender(self, d: Direction, meth: Method, findings: list[Finding]) -> None:
@@ -860,7 +941,7 @@ class Amqp091Connection(BaseConnection):
             c.body_size = body_size
             c.content_type = content_type
             if body_size == 0:
-                self._complete(c, frame, b"")
+                _complete(c, frame, b"")
             else:
                 c.expect = EXPECT_BODY
         elif c.expect == EXPECT_BODY:
@@ -893,25 +974,7 @@ class Amqp091Connection(BaseConnection):
             chan = self._content_channel(d, ch, "content body", findings)
         c = chan.content[d]
         if c.expect == EXPECT_BODY:
-            if c.received == 0 and size >= c.body_size:
-                # The whole message in one frame (the common case): no accumulation buffer.
-                c.received = size
-                c.frames = 1
-                if size > c.body_size:
-                    findings.append(R.CONTENT_BODY_SIZE(f"body frames carry {size} bytes, the header "
-                                                        f"announced {c.body_size}"))
-                self._complete(c, frame, data[7:7 + min(size, BODY_KEEP)])
-                return frame
-            c.received += size
-            c.frames += 1
-            room = BODY_KEEP - len(c.kept)
-            if room > 0:
-                c.kept += data[7:7 + min(size, room)]
-            if c.received >= c.body_size:
-                if c.received > c.body_size:
-                    findings.append(R.CONTENT_BODY_SIZE(f"body frames carry {c.received} bytes, the header "
-                                                        f"announced {c.body_size}"))
-                self._complete(c, frame, bytes(c.kept))
+            self._add_body(c, frame, data, size, findings)
         elif c.expect == EXPECT_HEADER:
             findings.append(R.CONTENT_HEADER_EXPECTED(f"body frame on channel {ch} before the content header of "
                                                       f"{c.method.name if c.method else 'the message'}"))
@@ -921,11 +984,207 @@ class Amqp091Connection(BaseConnection):
                                                  f"and header"))
         return frame
 
-    @staticmethod
-    def _complete(c: Content, frame: LazyFrame, raw: bytes) -> None:
-        """The message on channel state ``c`` is whole: it is shown on ``frame`` (built on demand)."""
-        frame._ctx = (c.method.name if c.method else "message", c.received, c.frames, raw, c.content_type)
-        c.reset()
+    def _add_body(self, c: Content, frame: LazyFrame, data: bytes, size: int, findings: list[Finding]) -> None:
+        """Count a body frame into the message on ``c`` (which expects body); complete it when whole."""
+        if c.received == 0 and size >= c.body_size:
+            # The whole message in one frame (the common case): no accumulation buffer.
+            c.received = size
+            c.frames = 1
+            if size > c.body_size:
+                findings.append(R.CONTENT_BODY_SIZE(f"body frames carry {size} bytes, the header "
+                                                    f"announced {c.body_size}"))
+            _complete(c, frame, data[7:7 + min(size, BODY_KEEP)])
+            return
+        c.received += size
+        c.frames += 1
+        room = BODY_KEEP - len(c.kept)
+        if room > 0:
+            c.kept += data[7:7 + min(size, room)]
+        if c.received >= c.body_size:
+            if c.received > c.body_size:
+                findings.append(R.CONTENT_BODY_SIZE(f"body frames carry {c.received} bytes, the header "
+                                                    f"announced {c.body_size}"))
+            _complete(c, frame, bytes(c.kept))
+
+
+
+# The hot path: see Amqp091Connection._quiet_bounds. Each takes the frame data[pos:stop] (payload
+# ``size`` bytes on channel ``ch``, at stream offset base + pos) and appends it to ``out`` when every
+# check passes, returning where the next frame starts; 0 means "not here: use the general path",
+# with nothing changed.
+
+def _hot_method(conn: Amqp091Connection, d: Direction, side: _Side, data: bytes, pos: int, stop: int, ch: int,
+                size: int, base: int, out: list[Event]) -> int:
+    """A hot method from its allowed sender on an open channel of an open connection, with
+    no content pending: none of _check_method's checks can fire, only its action runs."""
+    if size < 4 or ch == 0 or conn.hs != HS_DONE or side.closed_conn:
+        return 0
+    cid, mid = _IDS.unpack_from(data, pos + 7)
+    hot = _HOT_METHODS[d].get(cid << 16 | mid)
+    if hot is None:
+        return 0
+    chan = conn.channels.get(ch)
+    if chan is None or chan.state != OPEN:
+        return 0
+    c = chan.content[d]
+    if c.expect != EXPECT_METHOD:
+        return 0
+    meth, validate, act = hot
+    raw = data[pos:stop]
+    values = validate(raw, 7 + size)
+    if values is None:
+        return 0
+    frame = LazyFrame(d, base + pos, size + 8, meth.name, meth.code, [], raw, _build_method, meth)
+    out.append(frame)
+    if meth.content:
+        c.start(meth, frame)
+    extra = act(conn, d, chan, meth, values, frame)
+    if extra:
+        frame._info_extra = extra
+    if meth.content:
+        return _hot_content(conn, d, c, data, stop, ch, base, out)
+    return stop
+
+
+def _hot_content(conn: Amqp091Connection, d: Direction, c: Content, data: bytes, pos: int, ch: int, base: int,
+                 out: list[Event]) -> int:
+    """The content header and single body frame of the message just started on ``c``, when both
+    follow in this segment (how clients and brokers write them) and pass the checks of
+    _hot_header and _hot_body; returns where the next frame starts. Otherwise returns ``pos``
+    having done nothing, and the loop takes the frames one by one.
+
+    The channel checks of those two hold by construction here: the method was just accepted on
+    this open channel, and ``c`` expects exactly this header and then this body.
+    """
+    n = len(data)
+    if n - pos < 8:
+        return pos
+    ftype, hch, hsize = _HDR.unpack_from(data, pos)
+    hstop = pos + hsize + 8
+    if (ftype != 2 or hch != ch or hstop > n or hsize < 14 or hsize > conn._quiet[0] or hsize > conn._cap
+            or data[hstop - 1] != FRAME_END):
+        return pos
+    class_id, weight, body_size = _CH_HEAD.unpack_from(data, pos + 7)
+    if weight or class_id != c.method.class_id:  # type: ignore[union-attr]
+        return pos
+    content_type = clean_content_type(data, pos + 19, hstop - 1)
+    if content_type is None:
+        return pos
+    if body_size:
+        if n - hstop < 8:
+            return pos
+        ftype, bch, bsize = _HDR.unpack_from(data, hstop)
+        bstop = hstop + bsize + 8
+        if (ftype != 3 or bch != ch or bsize != body_size or bstop > n or bsize > conn._quiet[0]
+                or bsize > conn._cap or data[bstop - 1] != FRAME_END):
+            return pos
+    header = LazyFrame(d, base + pos, hsize + 8, "ContentHeader", 2, [], data[pos:hstop], _build_header, None)
+    out.append(header)
+    c.body_size = body_size
+    c.content_type = content_type
+    if not body_size:
+        _complete(c, header, b"")
+        return hstop
+    body = LazyFrame(d, base + hstop, bsize + 8, "ContentBody", 3, [], data[hstop:bstop], _build_body, None)
+    out.append(body)
+    c.received = bsize
+    c.frames = 1
+    _complete(c, body, data[hstop + 7:hstop + 7 + min(bsize, BODY_KEEP)])
+    return bstop
+
+
+def _hot_header(conn: Amqp091Connection, d: Direction, side: _Side, data: bytes, pos: int, stop: int, ch: int,
+                size: int, base: int, out: list[Event]) -> int:
+    """The content header a content-bearing method announced, with sound properties."""
+    if ch == 0 or size < 14:
+        return 0
+    chan = conn.channels.get(ch)
+    if chan is None or chan.state != OPEN:
+        return 0
+    c = chan.content[d]
+    if c.expect != EXPECT_HEADER:
+        return 0
+    class_id, weight, body_size = _CH_HEAD.unpack_from(data, pos + 7)
+    if weight or class_id != c.method.class_id:  # type: ignore[union-attr]
+        return 0
+    content_type = clean_content_type(data, pos + 19, stop - 1)
+    if content_type is None:
+        return 0
+    frame = LazyFrame(d, base + pos, size + 8, "ContentHeader", 2, [], data[pos:stop], _build_header, None)
+    out.append(frame)
+    c.body_size = body_size
+    c.content_type = content_type
+    if body_size == 0:
+        _complete(c, frame, b"")
+    else:
+        c.expect = EXPECT_BODY
+    return stop
+
+
+def _hot_body(conn: Amqp091Connection, d: Direction, side: _Side, data: bytes, pos: int, stop: int, ch: int,
+              size: int, base: int, out: list[Event]) -> int:
+    """A body frame that does not overrun the size its content header announced."""
+    if ch == 0:
+        return 0
+    chan = conn.channels.get(ch)
+    if chan is None or chan.state != OPEN:
+        return 0
+    c = chan.content[d]
+    if c.expect != EXPECT_BODY or c.received + size > c.body_size:
+        return 0
+    raw = data[pos:stop]
+    frame = LazyFrame(d, base + pos, size + 8, "ContentBody", 3, [], raw, _build_body, None)
+    out.append(frame)
+    conn._add_body(c, frame, raw, size, frame.findings)
+    return stop
+
+
+def _not_hot(conn: Amqp091Connection, d: Direction, side: _Side, data: bytes, pos: int, stop: int, ch: int,
+             size: int, base: int, out: list[Event]) -> int:
+    return 0
+
+
+#: Frame type -> its hot path (heartbeats are rare; unknown types always need a word).
+_HOT = (_not_hot, _hot_method, _hot_header, _hot_body, _not_hot, _not_hot, _not_hot, _not_hot, _not_hot)
+
+
+#: Per sender: method code -> (method, layout check, action) of the methods the hot path takes.
+#: Only methods none of whose own checks can fire on an open channel qualify: not obsolete, no
+#: reply code, neither request nor reply of a synchronous exchange, not of class connection/channel.
+_HOT_METHODS: dict[Direction, dict[int, tuple[Method, Any, Any]]] = {C2S: {}, S2C: {}}
+
+
+def _hot_methods() -> None:
+    for code, validate in FAST.items():
+        meth = METHODS[code]
+        assert not meth.note and not meth.responses and code not in RESPONSE_CODES and meth.class_id > 20
+        assert all(f.name != "reply-code" for f in meth.layout.fields)
+        for d in (C2S, S2C):
+            if meth.direction in ("both", d):
+                _HOT_METHODS[d][code] = (meth, validate, _ACTIONS[code])
+
+
+#: Method code -> what _check_method does for it after the channel checks (state bookkeeping).
+_ACTIONS = {
+    M.BASIC_PUBLISH: Amqp091Connection._publish,
+    M.BASIC_DELIVER: Amqp091Connection._deliver,
+    M.BASIC_GET_OK: Amqp091Connection._deliver,
+    M.BASIC_GET: Amqp091Connection._get,
+    M.BASIC_CONSUME: Amqp091Connection._consume,
+    M.BASIC_CONSUME_OK: Amqp091Connection._consume_ok,
+    M.BASIC_ACK: Amqp091Connection._settle,
+    M.BASIC_NACK: Amqp091Connection._settle,
+    M.BASIC_REJECT: Amqp091Connection._settle,
+    M.CONFIRM_SELECT: Amqp091Connection._confirm_select,
+    M.BASIC_GET_EMPTY: Amqp091Connection._get_empty,
+}
+_hot_methods()
+
+
+def _complete(c: Content, frame: LazyFrame, raw: bytes) -> None:
+    """The message on channel state ``c`` is whole: it is shown on ``frame`` (built on demand)."""
+    frame._ctx = (c.method.name if c.method else "message", c.received, c.frames, raw, c.content_type)
+    c.reset()
 
 
 def _build_header(frame: LazyFrame, msg: tuple | None) -> tuple[list[Field], str]:

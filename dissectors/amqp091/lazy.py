@@ -43,7 +43,9 @@ class LazyFrame(Frame):
         self.protocol = ""
         self._build = build
         self._ctx = ctx
-        self._extra: list[Field] | None = None
+        # Computed fields added before the tree is built: Fields, or (name, value, display) for
+        # wire-less fields whose Field object is only made if the tree is ever built.
+        self._extra: list[Field | tuple[str, Any, str]] | None = None
         self._info_extra = ""
 
     def _materialize(self) -> None:
@@ -51,7 +53,7 @@ class LazyFrame(Frame):
         self._build = None
         fields, info = build(self, self._ctx)
         if self._extra:
-            fields.extend(self._extra)
+            fields.extend(f if type(f) is not tuple else Field(f[0], f[1], -1, 0, f[2]) for f in self._extra)
         _FIELDS.__set__(self, fields)
         _INFO.__set__(self, info + self._info_extra)
         self._ctx = None
@@ -86,6 +88,18 @@ def add_field(frame: Frame, f: Field) -> None:
             frame._extra.append(f)
     else:
         frame.fields.append(f)
+
+
+def add_computed(frame: Frame, name: str, value: Any, display: str) -> None:
+    """Append a wire-less field (offset -1, size 0); a lazy frame makes the Field only with its tree."""
+    if isinstance(frame, LazyFrame) and frame._build is not None:
+        spec = (name, value, display)
+        if frame._extra is None:
+            frame._extra = [spec]
+        else:
+            frame._extra.append(spec)
+    else:
+        frame.fields.append(Field(name, value, -1, 0, display))
 
 
 def add_info(frame: Frame, text: str) -> None:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from analyzer.api import Field
-from dissectors.amqp091.wire import OCTET, SHORTSTR, TABLE, TIMESTAMP, check_table
+from dissectors.amqp091.wire import OCTET, SHORTSTR, TABLE, TIMESTAMP, check_table, table_is_clean
 from dissectors.schema import DecodeError, F
 
 #: Property order on the wire with the flag bit of each (bit 15 of the first word = first property).
@@ -145,3 +145,54 @@ def _plan(flags: int) -> tuple[tuple[int, int], ...]:
                 kind = 8 if bit == 0x0040 else 1
             out.append((bit, kind))
     return tuple(out)
+
+
+#: flag word -> kinds (as in _PLANS) of the properties after content-type; None: not a clean word.
+_REST_KINDS: dict[int, tuple[int, ...] | None] = {}
+
+
+def clean_content_type(buf: bytes, off: int, end: int) -> str | None:
+    """The content type of a property list that scan_properties would pass without a word
+    (no problem, no table note) and that fills [off, end) exactly; None otherwise.
+
+    The hot path's shortcut for the headers of busy connections: when this says None, the
+    general path runs scan_properties to say what is wrong.
+    """
+    if off + 2 > end:
+        return None
+    flags = buf[off] << 8 | buf[off + 1]
+    kinds = _REST_KINDS.get(flags, ())
+    if kinds == ():
+        kinds = _REST_KINDS[flags] = _rest_kinds(flags)
+    if kinds is None:
+        return None
+    off += 2
+    content_type = ""
+    if flags & 0x8000:
+        if off >= end:
+            return None
+        stop = off + 1 + buf[off]
+        if stop > end:
+            return None
+        content_type = str(buf[off + 1:stop], "utf-8", "replace")
+        off = stop
+    for kind in kinds:
+        if kind == 0:  # shortstr
+            if off >= end:
+                return None
+            off += 1 + buf[off]
+        elif kind < 0:  # table
+            off = table_is_clean(buf, off, end)
+            if off < 0:
+                return None
+        else:
+            off += kind
+        if off > end:
+            return None
+    return content_type if off == end else None
+
+
+def _rest_kinds(flags: int) -> tuple[int, ...] | None:
+    if flags & 0x0003:  # a continuation word or the reserved bit: scan_properties has a word to say
+        return None
+    return tuple(kind for bit, kind in _plan(flags) if bit != 0x8000)

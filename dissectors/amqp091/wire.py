@@ -381,3 +381,50 @@ def _check_entries(buf: bytes, off: int, end: int, depth: int, named: bool) -> N
         shown = chr(tag) if 0x20 < tag < 0x7F else f"0x{tag:02x}"
         TableNotes.unknown.append(f"{name}: unknown field-table tag {shown!r}")
         return
+
+
+#: Fixed-size tags that carry no note (the spec-only U and L are left to check_table).
+_CLEAN_SIZES = {t: n for t, n in _SIZES.items() if t not in _SPEC_ONLY_CODES}
+
+
+def table_is_clean(buf: bytes, off: int, end: int) -> int:
+    """End of the table at ``off`` when check_table would neither raise nor note anything, else -1.
+
+    The hot path's shortcut: no entry name is decoded (names only appear in notes). When this
+    says -1, check_table is run to say what is wrong.
+    """
+    if off + 4 > end:
+        return -1
+    stop = off + 4 + (buf[off] << 24 | buf[off + 1] << 16 | buf[off + 2] << 8 | buf[off + 3])
+    if stop > end or not _entries_clean(buf, off + 4, stop, 0, True):
+        return -1
+    return stop
+
+
+def _entries_clean(buf: bytes, off: int, end: int, depth: int, named: bool) -> bool:
+    sizes = _CLEAN_SIZES
+    while off < end:
+        if named:
+            off += 1 + buf[off]
+            if off >= end:  # the name overruns, or no type tag follows it
+                return False
+        tag = buf[off]
+        off += 1
+        size = sizes.get(tag)
+        if size is not None:
+            off += size
+            if off > end:
+                return False
+        elif tag == 0x53 or tag == 0x78 or tag == 0x46 or tag == 0x41:  # S x F A
+            if off + 4 > end:
+                return False
+            stop = off + 4 + (buf[off] << 24 | buf[off + 1] << 16 | buf[off + 2] << 8 | buf[off + 3])
+            if stop > end:
+                return False
+            if (tag == 0x46 or tag == 0x41) and (depth > 32 or
+                                                 not _entries_clean(buf, off + 4, stop, depth + 1, tag == 0x46)):
+                return False
+            off = stop
+        else:
+            return False
+    return True
