@@ -1036,60 +1036,65 @@ def _hot_method(conn: Amqp091Connection, d: Direction, side: _Side, data: bytes,
         return 0
     frame = LazyFrame(d, base + pos, size + 8, meth.name, meth.code, [], raw, _build_method, meth)
     out.append(frame)
-    if meth.content:
-        c.start(meth, frame)
     extra = act(conn, d, chan, meth, values, frame)
     if extra:
         frame._info_extra = extra
     if meth.content:
-        return _hot_content(conn, d, c, data, stop, ch, base, out)
+        after = _hot_content(d, c, meth, data, stop, ch, base, conn._quiet[0], conn._cap, out)
+        if after:
+            return after
+        c.start(meth, frame)
     return stop
 
 
-def _hot_content(conn: Amqp091Connection, d: Direction, c: Content, data: bytes, pos: int, ch: int, base: int,
-                 out: list[Event]) -> int:
-    """The content header and single body frame of the message just started on ``c``, when both
-    follow in this segment (how clients and brokers write them) and pass the checks of
-    _hot_header and _hot_body; returns where the next frame starts. Otherwise returns ``pos``
-    having done nothing, and the loop takes the frames one by one.
+def _hot_content(d: Direction, c: Content, meth: Method, data: bytes, pos: int, ch: int, base: int,
+                 quiet_size: int, cap: int, out: list[Event]) -> int:
+    """The content header and single body frame of a hot content-bearing method just accepted
+    on ``c``, when both follow in this segment (how clients and brokers write them) and pass
+    the checks of _hot_header and _hot_body: they are framed, and ``c`` is left as after the
+    whole message; returns where the next frame starts. Otherwise returns 0 having done
+    nothing (the caller starts the message on ``c`` and the loop takes the frames one by one).
 
     The channel checks of those two hold by construction here: the method was just accepted on
-    this open channel, and ``c`` expects exactly this header and then this body.
+    this open channel with no content pending, so ``c`` expects exactly this header, then this body.
     """
     n = len(data)
     if n - pos < 8:
-        return pos
+        return 0
     ftype, hch, hsize = _HDR.unpack_from(data, pos)
     hstop = pos + hsize + 8
-    if (ftype != 2 or hch != ch or hstop > n or hsize < 14 or hsize > conn._quiet[0] or hsize > conn._cap
+    if (ftype != 2 or hch != ch or hstop > n or hsize < 14 or hsize > quiet_size or hsize > cap
             or data[hstop - 1] != FRAME_END):
-        return pos
+        return 0
     class_id, weight, body_size = _CH_HEAD.unpack_from(data, pos + 7)
-    if weight or class_id != c.method.class_id:  # type: ignore[union-attr]
-        return pos
+    if weight or class_id != meth.class_id:
+        return 0
     content_type = clean_content_type(data, pos + 19, hstop - 1)
     if content_type is None:
-        return pos
+        return 0
     if body_size:
         if n - hstop < 8:
-            return pos
+            return 0
         ftype, bch, bsize = _HDR.unpack_from(data, hstop)
         bstop = hstop + bsize + 8
-        if (ftype != 3 or bch != ch or bsize != body_size or bstop > n or bsize > conn._quiet[0]
-                or bsize > conn._cap or data[bstop - 1] != FRAME_END):
-            return pos
+        if (ftype != 3 or bch != ch or bsize != body_size or bstop > n or bsize > quiet_size or bsize > cap
+                or data[bstop - 1] != FRAME_END):
+            return 0
     header = LazyFrame(d, base + pos, hsize + 8, "ContentHeader", 2, [], data[pos:hstop], _build_header, None)
     out.append(header)
+    # What c.start, the header, the body and _complete would leave (c.kept is empty between messages).
     c.body_size = body_size
     c.content_type = content_type
+    c.method = c.frame = None
     if not body_size:
-        _complete(c, header, b"")
+        c.received = c.frames = 0
+        header._ctx = (meth.name, 0, 0, b"", content_type)
         return hstop
     body = LazyFrame(d, base + hstop, bsize + 8, "ContentBody", 3, [], data[hstop:bstop], _build_body, None)
     out.append(body)
     c.received = bsize
     c.frames = 1
-    _complete(c, body, data[hstop + 7:hstop + 7 + min(bsize, BODY_KEEP)])
+    body._ctx = (meth.name, bsize, 1, data[hstop + 7:hstop + 7 + min(bsize, BODY_KEEP)], content_type)
     return bstop
 
 

@@ -395,7 +395,7 @@ def table_is_clean(buf: bytes, off: int, end: int) -> int:
     """
     if off + 4 > end:
         return -1
-    stop = off + 4 + (buf[off] << 24 | buf[off + 1] << 16 | buf[off + 2] << 8 | buf[off + 3])
+    stop = off + 4 + _U32.unpack_from(buf, off)[0]
     if stop > end or not _entries_clean(buf, off + 4, stop, 0, True):
         return -1
     return stop
@@ -418,7 +418,7 @@ def _entries_clean(buf: bytes, off: int, end: int, depth: int, named: bool) -> b
         elif tag == 0x53 or tag == 0x78 or tag == 0x46 or tag == 0x41:  # S x F A
             if off + 4 > end:
                 return False
-            stop = off + 4 + (buf[off] << 24 | buf[off + 1] << 16 | buf[off + 2] << 8 | buf[off + 3])
+            stop = off + 4 + _U32.unpack_from(buf, off)[0]
             if stop > end:
                 return False
             if (tag == 0x46 or tag == 0x41) and (depth > 32 or
