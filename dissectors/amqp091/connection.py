@@ -1019,8 +1019,7 @@ def _hot_method(conn: Amqp091Connection, d: Direction, side: _Side, data: bytes,
     no content pending: none of _check_method's checks can fire, only its action runs."""
     if size < 4 or ch == 0 or conn.hs != HS_DONE or side.closed_conn:
         return 0
-    cid, mid = _IDS.unpack_from(data, pos + 7)
-    hot = _HOT_METHODS[d].get(cid << 16 | mid)
+    hot = _HOT_METHODS[d].get(_IDS.unpack_from(data, pos + 7))
     if hot is None:
         return 0
     chan = conn.channels.get(ch)
@@ -1153,10 +1152,10 @@ def _not_hot(conn: Amqp091Connection, d: Direction, side: _Side, data: bytes, po
 _HOT = (_not_hot, _hot_method, _hot_header, _hot_body, _not_hot, _not_hot, _not_hot, _not_hot, _not_hot)
 
 
-#: Per sender: method code -> (method, layout check, action) of the methods the hot path takes.
+#: Per sender: (class id, method id) -> (method, layout check, action) of the methods the hot path takes.
 #: Only methods none of whose own checks can fire on an open channel qualify: not obsolete, no
 #: reply code, neither request nor reply of a synchronous exchange, not of class connection/channel.
-_HOT_METHODS: dict[Direction, dict[int, tuple[Method, Any, Any]]] = {C2S: {}, S2C: {}}
+_HOT_METHODS: dict[Direction, dict[tuple[int, int], tuple[Method, Any, Any]]] = {C2S: {}, S2C: {}}
 
 
 def _hot_methods() -> None:
@@ -1166,7 +1165,7 @@ def _hot_methods() -> None:
         assert all(f.name != "reply-code" for f in meth.layout.fields)
         for d in (C2S, S2C):
             if meth.direction in ("both", d):
-                _HOT_METHODS[d][code] = (meth, validate, _ACTIONS[code])
+                _HOT_METHODS[d][meth.class_id, meth.method_id] = (meth, validate, _ACTIONS[code])
 
 
 #: Method code -> what _check_method does for it after the channel checks (state bookkeeping).

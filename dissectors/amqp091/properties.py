@@ -149,6 +149,7 @@ def _plan(flags: int) -> tuple[tuple[int, int], ...]:
 
 #: flag word -> kinds (as in _PLANS) of the properties after content-type; None: not a clean word.
 _REST_KINDS: dict[int, tuple[int, ...] | None] = {}
+_NOT_SEEN: Any = object()
 
 
 def clean_content_type(buf: bytes, off: int, end: int) -> str | None:
@@ -161,8 +162,8 @@ def clean_content_type(buf: bytes, off: int, end: int) -> str | None:
     if off + 2 > end:
         return None
     flags = buf[off] << 8 | buf[off + 1]
-    kinds = _REST_KINDS.get(flags, ())
-    if kinds == ():
+    kinds = _REST_KINDS.get(flags, _NOT_SEEN)
+    if kinds is _NOT_SEEN:
         kinds = _REST_KINDS[flags] = _rest_kinds(flags)
     if kinds is None:
         return None
