@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from analyzer.api import Field
-from dissectors.amqp091.wire import OCTET, SHORTSTR, TABLE, TIMESTAMP, check_table, table_is_clean
+from dissectors.amqp091.wire import OCTET, SHORTSTR, TABLE, TIMESTAMP, check_table, entries_are_clean
 from dissectors.schema import DecodeError, F
 
 #: Property order on the wire with the flag bit of each (bit 15 of the first word = first property).
@@ -31,6 +31,7 @@ PROPERTY_NAMES = tuple(spec.name for _, spec in PROPERTIES)
 _MASKS = {spec.name: bit for bit, spec in PROPERTIES}
 
 _HEAD = struct.Struct(">HHQH")
+_U32 = struct.Struct(">I").unpack_from
 
 
 def decode_properties(buf: memoryview, off: int, end: int) -> tuple[list[Field], list[str], int]:
@@ -182,10 +183,13 @@ def clean_content_type(buf: bytes, off: int, end: int) -> str | None:
             if off >= end:
                 return None
             off += 1 + buf[off]
-        elif kind < 0:  # table
-            off = table_is_clean(buf, off, end)
-            if off < 0:
+        elif kind < 0:  # table: u32 length, then entries
+            if off + 4 > end:
                 return None
+            stop = off + 4 + _U32(buf, off)[0]
+            if stop > end or not entries_are_clean(buf, off + 4, stop, 0, True):
+                return None
+            off = stop
         else:
             off += kind
         if off > end:

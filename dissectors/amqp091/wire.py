@@ -387,21 +387,13 @@ def _check_entries(buf: bytes, off: int, end: int, depth: int, named: bool) -> N
 _CLEAN_SIZES = {t: n for t, n in _SIZES.items() if t not in _SPEC_ONLY_CODES}
 
 
-def table_is_clean(buf: bytes, off: int, end: int) -> int:
-    """End of the table at ``off`` when check_table would neither raise nor note anything, else -1.
+def entries_are_clean(buf: bytes, off: int, end: int, depth: int, named: bool) -> bool:
+    """Whether the entries (``named``) or items of a table/array filling [off, end) are such that
+    check_table would neither raise nor note anything about them.
 
     The hot path's shortcut: no entry name is decoded (names only appear in notes). When this
-    says -1, check_table is run to say what is wrong.
+    says False, check_table is run to say what is wrong.
     """
-    if off + 4 > end:
-        return -1
-    stop = off + 4 + _U32.unpack_from(buf, off)[0]
-    if stop > end or not _entries_clean(buf, off + 4, stop, 0, True):
-        return -1
-    return stop
-
-
-def _entries_clean(buf: bytes, off: int, end: int, depth: int, named: bool) -> bool:
     sizes = _CLEAN_SIZES
     while off < end:
         if named:
@@ -422,7 +414,7 @@ def _entries_clean(buf: bytes, off: int, end: int, depth: int, named: bool) -> b
             if stop > end:
                 return False
             if (tag == 0x46 or tag == 0x41) and (depth > 32 or
-                                                 not _entries_clean(buf, off + 4, stop, depth + 1, tag == 0x46)):
+                                                 not entries_are_clean(buf, off + 4, stop, depth + 1, tag == 0x46)):
                 return False
             off = stop
         else:
