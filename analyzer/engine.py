@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from analyzer.api import Category, Connection, Direction, Dissector, Event, Finding, Frame, Rule, Severity
 from analyzer.capture import RawPacket, read_packets
-from analyzer.packets import ACK, FIN, RST, SYN, LinkDecoder, TcpSegment
+from analyzer.packets import ACK, FIN, FIXED_LINK, IP4TCP, RST, SYN, LinkDecoder, TcpSegment
 from analyzer.reassembly import GAP, Data, Gap, Note, StreamReassembler
 from analyzer.reassembly import RULES as TCP_RULES
 from analyzer.registry import load_dissectors
@@ -142,58 +142,81 @@ class Analyzer:
 
     # ----------------------------------------------------------------- driving
     def run(self, packets: Iterable[RawPacket]) -> Iterator[Event]:
-        decode = self.linkdec.decode
+        linkdec = self.linkdec
+        decode = linkdec.decode
+        pairs = linkdec.pairs
+        fastmap = self._fast
         fast = self._fast_segment
+        fixed_link = FIXED_LINK
+        ip4tcp = IP4TCP.unpack_from
         # Counters live in locals in the loop and are written back before anything is yielded.
         count = self.packets
         ts = self.last_ts
         try:
             for pkt in packets:
                 count += 1
-                ts = pkt.ts
+                number, ts, linktype, data, _orig = pkt
                 if self.first_ts is None:
                     self.first_ts = ts
+                # The shape of nearly every packet (IPv4 without options, TCP, on a fixed-length link
+                # header, in a conversation already under way) goes without building a TcpSegment.
+                fixed = fixed_link.get(linktype)
+                if fixed is not None and data[fixed[1]:fixed[1] + 2] == b"\x08\x00" \
+                        and len(data) >= fixed[0] + IP4TCP.size:
+                    off = fixed[0]
+                    vihl, total, frag, proto, addrs, sport, dport, seq, ack, doff, flags = ip4tcp(data, off)
+                    end = off + total
+                    if (vihl == 0x45 and proto == 6 and not frag & 0x3FFF and doff >= 0x50 and end <= len(data)
+                            and not flags & _SYN_FIN_RST):
+                        pair = pairs.get(addrs) or linkdec.pair(addrs)
+                        hit = fastmap.get((pair[0], pair[1], sport, dport))
+                        start = off + 20 + (doff >> 4) * 4
+                        if hit is not None and start <= end:
+                            out = fast(hit, seq, ack, flags, data[start:end], number, ts)
+                            if out:
+                                self.packets, self.last_ts = count, ts
+                                yield from out
+                            continue
                 seg = decode(pkt)
                 if seg is None:
                     continue
                 if seg.truncated:
                     self.packets, self.last_ts = count, ts
                     self.truncated_packets += 1
-                    f = TRUNCATED_PACKET(f"packet {pkt.number} was cut by the snap length "
-                                         f"({len(pkt.data)} of {pkt.orig_len} bytes captured)")
-                    f.frame = pkt.number
+                    f = TRUNCATED_PACKET(f"packet {number} was cut by the snap length "
+                                         f"({len(data)} of {pkt.orig_len} bytes captured)")
+                    f.frame = number
                     self.capture_findings[f.severity] += 1
                     yield f
-                out = fast(seg, pkt.number, ts)
-                if out is None:
-                    self.packets, self.last_ts = count, ts
-                    yield from self._segment(seg, pkt.number, ts)
-                    if self._startup_errors:
-                        yield from self._pop_startup_errors()
-                elif out:
-                    self.packets, self.last_ts = count, ts
-                    yield from out
+                hit = fastmap.get(seg[:4])
+                if hit is not None and not seg.flags & _SYN_FIN_RST:
+                    out = fast(hit, seg.seq, seg.ack, seg.flags, seg.payload, number, ts)
+                    if out:
+                        self.packets, self.last_ts = count, ts
+                        yield from out
+                    continue
+                self.packets, self.last_ts = count, ts
+                yield from self._segment(seg, number, ts)
+                if self._startup_errors:
+                    yield from self._pop_startup_errors()
         finally:
             self.packets, self.last_ts = count, ts
         yield from self.finish()
 
-    def _fast_segment(self, seg: TcpSegment, number: int, ts: float) -> list[Event] | tuple[()] | None:
-        """The common case (a known, decided conversation; no SYN, FIN or RST) without generators.
-        None sends the segment down the general path."""
-        hit = self._fast.get(seg[:4])
-        if hit is None or seg.flags & _SYN_FIN_RST:
-            return None
+    def _fast_segment(self, hit: tuple[_Conversation, Direction, _Side, _Side, FlowInfo], seq: int, ack: int,
+                      flags: int, payload: bytes, number: int, ts: float) -> list[Event] | None:
+        """A segment of a known, decided conversation without SYN, FIN or RST: no generators here."""
         conv, direction, side, other_side, info = hit
         info.packets += 1
         info.last_ts = ts
         out: list[Event] | None = None
-        if seg.flags & ACK and seg.ack != side.last_ack:
-            side.last_ack = seg.ack
-            peer = other_side.reasm.peer_ack(seg.ack, number, ts)
+        if flags & ACK and ack != side.last_ack:
+            side.last_ack = ack
+            peer = other_side.reasm.peer_ack(ack, number, ts)
             if peer:
                 out = list(self._stream(conv, direction.other, peer, ts))
-        if seg.payload:
-            events = side.reasm.segment(seg.seq, seg.payload, False, number, ts)
+        if payload:
+            events = side.reasm.segment(seq, payload, False, number, ts)
             if events:
                 if out is None:
                     out = []
@@ -215,7 +238,7 @@ class Analyzer:
                             out.extend(self._emit(conv, res))
                     except Exception as exc:  # a dissector bug must not end the whole analysis
                         out.extend(self._account(conv, _dissector_crash(conv, exc)))
-        return () if out is None else out
+        return out
 
     def _index(self, conv: _Conversation) -> None:
         """(Re)register a conversation's 4-tuples for the fast path."""

@@ -29,12 +29,11 @@ IPV6_EXT = frozenset((0, 43, 60, 51, 135, 139, 140))
 
 _u16 = struct.Struct("!H").unpack_from
 _tcp = struct.Struct("!HHIIBB").unpack_from
-# IPv4 without options and the TCP header after it, in one call: the shape of nearly every packet.
-_ip4tcp = struct.Struct("!BxH2xHxB2x8sHHIIBB")
-_IP4TCP_LEN = _ip4tcp.size
-_ip4tcp_unpack = _ip4tcp.unpack_from
+#: IPv4 without options and the TCP header after it, in one call: the shape of nearly every packet
+#: (version/IHL, total length, fragment bits, protocol, both addresses, ports, seq, ack, offset, flags).
+IP4TCP = struct.Struct("!BxH2xHxB2x8sHHIIBB")
 #: Link types whose header has a fixed length and a fixed EtherType position: (header length, position).
-_FIXED_LINK = {LINKTYPE_ETHERNET: (14, 12), LINKTYPE_SLL2: (20, 0), LINKTYPE_SLL: (16, 14)}
+FIXED_LINK = {LINKTYPE_ETHERNET: (14, 12), LINKTYPE_SLL2: (20, 0), LINKTYPE_SLL: (16, 14)}
 
 
 class TcpSegment(NamedTuple):
@@ -49,15 +48,11 @@ class TcpSegment(NamedTuple):
     truncated: bool  # the capture holds fewer bytes than the IP header announces
 
 
-# Building the named tuple through tuple.__new__ skips its Python-level constructor (hot path).
-_new = tuple.__new__
-
-
 class LinkDecoder:
     """Decodes packets to TCP segments and keeps count of what it skipped."""
 
     __slots__ = ("non_tcp", "unsupported", "unknown_linktype", "malformed", "fragments", "_addr4", "_addr6",
-                 "_pairs")
+                 "pairs")
 
     def __init__(self) -> None:
         self.non_tcp = 0
@@ -67,35 +62,19 @@ class LinkDecoder:
         self.fragments = 0
         self._addr4: dict[bytes, str] = {}
         self._addr6: dict[bytes, str] = {}
-        self._pairs: dict[bytes, tuple[str, str]] = {}  # 8 address bytes of IPv4 -> (src, dst)
+        self.pairs: dict[bytes, tuple[str, str]] = {}  # 8 address bytes of IPv4 -> (src, dst)
 
-    def _pair(self, addrs: bytes) -> tuple[str, str]:
-        if len(self._pairs) > 65536:
-            self._pairs.clear()  # bounded: a scan over many hosts must not grow it forever
+    def pair(self, addrs: bytes) -> tuple[str, str]:
+        """The text forms of an IPv4 source and destination (``addrs``: both, packed), cached."""
+        if len(self.pairs) > 65536:
+            self.pairs.clear()  # bounded: a scan over many hosts must not grow it forever
         pair = (socket.inet_ntop(socket.AF_INET, addrs[:4]), socket.inet_ntop(socket.AF_INET, addrs[4:]))
-        self._pairs[addrs] = pair
+        self.pairs[addrs] = pair
         return pair
 
     def decode(self, pkt: RawPacket) -> TcpSegment | None:
         data = pkt.data
         lt = pkt.linktype
-        fixed = _FIXED_LINK.get(lt)
-        if fixed is not None:
-            off, at = fixed
-            if data[at:at + 2] == b"\x08\x00" and len(data) >= off + _IP4TCP_LEN:
-                vihl, total, frag, proto, addrs, sport, dport, seq, ack, doff, flags = _ip4tcp_unpack(data, off)
-                if vihl == 0x45 and proto == 6 and not frag & 0x3FFF and doff >= 0x50:
-                    pair = self._pairs.get(addrs)
-                    if pair is None:
-                        pair = self._pair(addrs)
-                    src, dst = pair
-                    end = off + total if total else len(data) + pkt.orig_len - len(data)
-                    start = off + 20 + (doff >> 4) * 4
-                    if start <= end:
-                        have = len(data)
-                        if end <= have:
-                            return _new(TcpSegment, (src, dst, sport, dport, seq, ack, flags, data[start:end], False))
-                        return _new(TcpSegment, (src, dst, sport, dport, seq, ack, flags, data[start:], True))
         try:
             if lt == LINKTYPE_ETHERNET:
                 off, etype = 12, _u16(data, 12)[0]

@@ -79,12 +79,21 @@ def main() -> None:
         print(f"built {args.out}: {n} packets, {os.path.getsize(args.out) / 1e6:.1f} MB")
 
     t = time.perf_counter()
-    a = Analyzer(dissectors={})
-    for _ in a.run(read_packets(args.out)):
-        pass
-    engine_s = time.perf_counter() - t
+    x = 0
+    for i in range(10_000_000):
+        x += i
+    print(f"machine calibration: a 10M-iteration Python loop takes {time.perf_counter() - t:.2f}s")
+
+    runs = []
+    for _ in range(3):  # shared machines are noisy: the best of three is the engine's own speed
+        t = time.perf_counter()
+        a = Analyzer(dissectors={})
+        for _ in a.run(read_packets(args.out)):
+            pass
+        runs.append(time.perf_counter() - t)
+    engine_s = min(runs)
     print(f"engine (read + decode + reassembly): {a.packets} packets in {engine_s:.2f}s = "
-          f"{a.packets / engine_s:,.0f} packets/s")
+          f"{a.packets / engine_s:,.0f} packets/s (best of 3; runs {', '.join(f'{r:.2f}' for r in runs)} s)")
 
     sp = shutil.which("streamproto")
     sp_cmd = [sp] if sp else [sys.executable, "-m", "analyzer"]
