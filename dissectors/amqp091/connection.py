@@ -922,12 +922,9 @@ class Amqp091Connection(BaseConnection):
         if TableNotes.spec_only:
             findings.append(R.TABLE_SPEC_TAG("headers: " + "; ".join(TableNotes.spec_only[:5])))
         frame = LazyFrame(d, offset, len(data), "ContentHeader", 2, findings, data, _build_header, None)
-        if ch == 0:
-            findings.append(R.CONTENT_CHANNEL_ZERO("content header on channel 0"))
+        chan = self._content_channel(d, ch, "content header", findings)
+        if chan is None:
             return frame
-        chan = self.channels.get(ch)
-        if chan is None or chan.state != OPEN:
-            chan = self._content_channel(d, ch, "content header", findings)
         c = chan.content[d]
         if c.expect == EXPECT_HEADER:
             assert c.method is not None
@@ -953,8 +950,14 @@ class Amqp091Connection(BaseConnection):
             findings.append(R.CONTENT_UNEXPECTED(f"content header on channel {ch} without a content-bearing method"))
         return frame
 
-    def _content_channel(self, d: Direction, ch: int, what: str, findings: list[Finding]) -> Channel:
+    def _content_channel(self, d: Direction, ch: int, what: str, findings: list[Finding]) -> Channel | None:
+        """The channel a content frame belongs to, with findings when it may not carry one (None: channel 0)."""
+        if ch == 0:
+            findings.append(R.CONTENT_CHANNEL_ZERO(f"{what} on channel 0"))
+            return None
         chan = self.channels.get(ch)
+        if chan is not None and chan.state == OPEN:
+            return chan
         if chan is None:
             chan = self.channels[ch] = Channel(ch, OPEN if self.midstream else NEW)
         if chan.state in (NEW, CLOSED):
@@ -966,12 +969,9 @@ class Amqp091Connection(BaseConnection):
 
     def _body(self, d: Direction, data: bytes, ch: int, size: int, offset: int, findings: list[Finding]) -> Frame:
         frame = LazyFrame(d, offset, len(data), "ContentBody", 3, findings, data, _build_body, None)
-        if ch == 0:
-            findings.append(R.CONTENT_CHANNEL_ZERO("content body on channel 0"))
+        chan = self._content_channel(d, ch, "content body", findings)
+        if chan is None:
             return frame
-        chan = self.channels.get(ch)
-        if chan is None or chan.state != OPEN:
-            chan = self._content_channel(d, ch, "content body", findings)
         c = chan.content[d]
         if c.expect == EXPECT_BODY:
             self._add_body(c, frame, data, size, findings)

@@ -34,6 +34,23 @@ _HEAD = struct.Struct(">HHQH")
 _U32 = struct.Struct(">I").unpack_from
 
 
+def _continuation(buf: bytes | memoryview, off: int, end: int, flags: int, problems: list[str]) -> int:
+    """Skip continuation flag words and note flag bits class basic does not have; returns the new offset."""
+    extra = flags & 1
+    # Continuation words cover properties 16+; class basic has none, so they must be zero.
+    while extra:
+        if off + 2 > end:
+            raise DecodeError("continuation flag word needs 2 bytes", off)
+        word = buf[off] << 8 | buf[off + 1]
+        if word & 0xFFFE:
+            problems.append(f"continuation flag word {word:#06x} names properties class basic does not have")
+        extra = word & 1
+        off += 2
+    if flags & 0x0002:
+        problems.append("reserved property flag bit 1 is set")
+    return off
+
+
 def decode_properties(buf: memoryview, off: int, end: int) -> tuple[list[Field], list[str], int]:
     """Flag word(s) and property values from ``off`` (frame-relative). Returns (fields, problems, end).
 
@@ -45,18 +62,7 @@ def decode_properties(buf: memoryview, off: int, end: int) -> tuple[list[Field],
     (flags,) = struct.unpack_from(">H", buf, off)
     flags_at = off
     off += 2
-    extra = flags & 1
-    # Continuation words cover properties 16+; class basic has none, so they must be zero.
-    while extra:
-        if off + 2 > end:
-            raise DecodeError("continuation flag word needs 2 bytes", off)
-        (word,) = struct.unpack_from(">H", buf, off)
-        if word & 0xFFFE:
-            problems.append(f"continuation flag word {word:#06x} names properties class basic does not have")
-        extra = word & 1
-        off += 2
-    if flags & 0x0002:
-        problems.append("reserved property flag bit 1 is set")
+    off = _continuation(buf, off, end, flags, problems)
     names = [spec.name for bit, spec in PROPERTIES if flags & bit]
     out = [Field("property-flags", flags, flags_at, off - flags_at, ", ".join(names) or "none")]
     for bit, spec in PROPERTIES:
@@ -94,17 +100,8 @@ def scan_properties(buf: bytes, off: int, end: int) -> tuple[str, list[str], int
         raise DecodeError("property flags need 2 bytes", off)
     flags = buf[off] << 8 | buf[off + 1]
     off += 2
-    extra = flags & 1
-    while extra:
-        if off + 2 > end:
-            raise DecodeError("continuation flag word needs 2 bytes", off)
-        word = buf[off] << 8 | buf[off + 1]
-        if word & 0xFFFE:
-            problems.append(f"continuation flag word {word:#06x} names properties class basic does not have")
-        extra = word & 1
-        off += 2
-    if flags & 0x0002:
-        problems.append("reserved property flag bit 1 is set")
+    if flags & 0x0003:
+        off = _continuation(buf, off, end, flags, problems)
     content_type = ""
     plan = _PLANS.get(flags)
     if plan is None:
