@@ -132,8 +132,11 @@ def inspect(
                "flows": [flow_json(f) for f in analyzer.flows if flow is None or f.id == flow]}
         sys.stdout.write(json.dumps(doc, ensure_ascii=False, indent=1) + "\n")
     elif format in (Format.tree, Format.summary) and analyzer.packets:
+        # The counts follow the filters: what --flow / --protocol selected (and the capture itself).
         totals = dict(analyzer.capture_findings)
         for f in analyzer.flows:
+            if flow is not None and f.id != flow or protocol is not None and f.protocol != protocol:
+                continue
             for k, v in f.findings.items():
                 totals[k] += v
         out.line((f"-- {analyzer.packets} packets, {len(analyzer.flows)} TCP conversations, {shown} frames shown; "

@@ -159,3 +159,10 @@ def test_footer_counts_capture_level_findings_too(tmp_path: Path):
     r = invoke("inspect", str(p))
     assert r.stdout.rstrip().splitlines()[-1].endswith(
         f"{counts['error']} errors, {counts['warning']} warnings, {counts['note']} notes")
+
+
+def test_footer_counts_follow_the_flow_filter(capture: Path):
+    last = invoke("inspect", str(capture), "--flow", "1").stdout.rstrip().splitlines()[-1]
+    assert last.endswith("0 errors, 1 warnings, 0 notes")  # flow 1's BAD line; flow 2's gap is not counted
+    last = invoke("inspect", str(capture), "--flow", "2").stdout.rstrip().splitlines()[-1]
+    assert "0 errors, 1 warnings" in last  # the gap
