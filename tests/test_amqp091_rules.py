@@ -459,3 +459,18 @@ def test_each_rule_has_a_test_here() -> None:
     source = open(__file__, encoding="utf-8").read()
     missing = [r.id for r in ALL_RULES if f'"{r.id}"' not in source]
     assert missing == []
+
+
+def test_tx_and_confirm_exclude_each_other() -> None:
+    s = base().c(E.method("Tx.Select", 1)).s(E.method("Tx.SelectOk", 1))
+    s.c(E.method("Confirm.Select", 1))
+    s.open_channel(2)
+    s.c(E.method("Confirm.Select", 2)).s(E.method("Confirm.SelectOk", 2))
+    s.c(E.method("Tx.Select", 2))
+    frames, _ = run(s)
+    hits = [(fr.command, fr.get("channel")) for fr in frames for f in fr.findings
+            if f.id == "amqp091.channel.tx_and_confirm"]
+    assert [c for c, _ in hits] == ["Confirm.Select", "Tx.Select"]
+    clean_tx = base().c(E.method("Tx.Select", 1)).s(E.method("Tx.SelectOk", 1))
+    frames, _ = run(clean_tx)
+    assert "amqp091.channel.tx_and_confirm" not in all_ids(frames, [])

@@ -705,7 +705,17 @@ class Amqp091Connection(BaseConnection):
 
     def _confirm_select(self, d: Direction, chan: Channel, meth: Method, values: dict[str, Any],
                         frame: Frame) -> str:
+        if chan.tx:
+            frame.findings.append(R.TX_AND_CONFIRM(f"confirm.select on channel {chan.number}, which is "
+                                                   f"transactional (tx.select)"))
         chan.confirm = True
+        return ""
+
+    def _tx_select(self, d: Direction, chan: Channel, meth: Method, values: dict[str, Any], frame: Frame) -> str:
+        if chan.confirm:
+            frame.findings.append(R.TX_AND_CONFIRM(f"tx.select on channel {chan.number}, which is in confirm "
+                                                   f"mode (confirm.select)"))
+        chan.tx = True
         return ""
 
     def _get_empty(self, d: Direction, chan: Channel, meth: Method, values: dict[str, Any], frame: Frame) -> str:
@@ -1180,6 +1190,7 @@ _ACTIONS = {
     M.BASIC_NACK: Amqp091Connection._settle,
     M.BASIC_REJECT: Amqp091Connection._settle,
     M.CONFIRM_SELECT: Amqp091Connection._confirm_select,
+    M.TX_SELECT: Amqp091Connection._tx_select,
     M.BASIC_GET_EMPTY: Amqp091Connection._get_empty,
 }
 _hot_methods()

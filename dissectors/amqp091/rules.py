@@ -106,6 +106,9 @@ CONFIRM_NOT_SELECTED = Rule("amqp091.confirm.not_selected", S.ERROR, C.SEQUENCE,
                             "A server basic.ack/nack on a channel that never sent confirm.select")
 CONFIRM_MISSING = Rule("amqp091.confirm.unconfirmed", S.WARNING, C.CORRELATION,
                        "A publish on a confirm channel that the server never confirmed")
+TX_AND_CONFIRM = Rule("amqp091.channel.tx_and_confirm", S.WARNING, C.SEQUENCE,
+                      "confirm.select on a transactional channel or tx.select on a confirm channel "
+                      "(the two modes exclude each other; RabbitMQ: 406 PRECONDITION_FAILED)")
 # --- reply codes ---------------------------------------------------------------------------------
 REPLY_CONNECTION = Rule("amqp091.reply.connection_error", S.ERROR, C.RESPONSE,
                         "connection.close with an error reply code (connection exception)")

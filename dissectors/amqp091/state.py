@@ -56,7 +56,7 @@ class Content:
 
 
 class Channel:
-    __slots__ = ("number", "state", "closer", "content", "pending", "confirm", "publish_seq", "unconfirmed",
+    __slots__ = ("number", "state", "closer", "content", "pending", "confirm", "tx", "publish_seq", "unconfirmed",
                  "unacked", "noack_consumers", "noack_pending", "tag_floor", "opened_by")
 
     def __init__(self, number: int, state: int = NEW) -> None:
@@ -68,6 +68,7 @@ class Channel:
         self.pending: dict[Direction, deque[tuple[Method, Frame]]] = {Direction.C2S: deque(),
                                                                       Direction.S2C: deque()}
         self.confirm = False
+        self.tx = False
         self.publish_seq = 0
         self.unconfirmed: dict[int, Frame] = {}
         self.unacked: set[int] = set()
