@@ -591,3 +591,16 @@ def test_chunk_with_trailer() -> None:
     assert all_findings(events) == []
     d = [e for e in events if isinstance(e, Frame) and e.command == "Deliver"][0]
     assert d.fields[-1].child("trailer").value == b"\x01\x01r" + bytes(8)  # type: ignore[union-attr]
+
+
+def test_big_client_frame_before_open_is_a_note() -> None:
+    steps = handshake()
+    big_props = {"product": "streamproto-test", "padding": "p" * 9000}
+    steps[0] = (steps[0][0], request("PeerProperties", correlation_id=1, properties=big_props))
+    s = Script().extend(steps)
+    s.c(request("Metadata", correlation_id=9, streams=["x" * 9000]))  # after Open: within frame_max
+    s.s(response("Metadata", correlation_id=9, brokers=[], stream_metadata=[]))
+    got = only(run(s), R.PRE_OPEN_FRAME.id)
+    assert [c for c, _ in got] == ["PeerProperties"]
+    assert got[0][1].severity is Severity.NOTE and "8192" in got[0][1].message
+    assert only(run(opened()), R.PRE_OPEN_FRAME.id) == []

@@ -38,6 +38,8 @@ KEYS_DRAFT = frozenset(DRAFT_COMMANDS)
 # Commands the client may send, in order, before Open (index = handshake step).
 STEP = {"PeerProperties": 0, "SaslHandshake": 1, "SaslAuthenticate": 2, "Tune": 3, "Open": 4}
 OPEN_SENT = 5
+#: RabbitMQ 4.3.5+ refuses bigger client frames until Open succeeds (`stream.initial_frame_max`).
+PRE_OPEN_FRAME_MAX = 8192
 
 
 def _code_name(code: int, draft: bool) -> str:
@@ -284,6 +286,9 @@ class StreamConnection(Connection):
         if size > self.frame_max > 0 and name != "Deliver":
             findings.append(R.FRAME_MAX(f"{frame.command} Size {size} exceeds the negotiated frame_max "
                                         f"{self.frame_max}"))
+        elif size > PRE_OPEN_FRAME_MAX and d is C2S and self.step < OPEN_SENT:
+            findings.append(R.PRE_OPEN_FRAME(f"{frame.command} Size {size} before Open is above the "
+                                             f"{PRE_OPEN_FRAME_MAX}-byte ceiling of RabbitMQ 4.3.5+"))
         self._track(frame, cmd, is_resp, d, values, draft, ts)
         self.last_frame[d] = frame
         return frame

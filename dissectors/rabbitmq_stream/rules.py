@@ -15,6 +15,9 @@ FRAME_TRAILING = Rule(f"{P}.size.trailing", W, Category.SIZE,
                       "Bytes left in the frame after every field of its command")
 FRAME_MAX = Rule(f"{P}.size.frame_max", W, Category.SIZE,
                  "Frame larger than the negotiated frame_max (Deliver is exempt: the server sends whole chunks)")
+PRE_OPEN_FRAME = Rule(f"{P}.size.pre_open", N, Category.SIZE,
+                      "Client frame before Open with a Size above 8192: RabbitMQ 4.3.5+ closes the connection "
+                      "(stream.initial_frame_max); older brokers accept it")
 FRAME_INCOMPLETE = Rule(f"{P}.size.incomplete", W, Category.TRUNCATED,
                         "The capture ends inside a frame")
 JUNK = Rule(f"{P}.stream.resync", W, Category.MALFORMED,
@@ -59,7 +62,7 @@ LEGACY_RESPONSE_KEY = Rule(f"{P}.response.legacy_key", N, Category.VALUE,
                            "Route/Partitions response keyed without the response bit (RabbitMQ 3.9.0-3.11.0)")
 
 RULES: tuple[Rule, ...] = (
-    FRAME_TOO_SMALL, FRAME_TRUNCATED, FRAME_TRAILING, FRAME_MAX, FRAME_INCOMPLETE, JUNK, UNKNOWN_KEY,
+    FRAME_TOO_SMALL, FRAME_TRUNCATED, FRAME_TRAILING, FRAME_MAX, PRE_OPEN_FRAME, FRAME_INCOMPLETE, JUNK, UNKNOWN_KEY,
     UNKNOWN_VERSION, WRONG_DIRECTION, HANDSHAKE_ORDER, UNKNOWN_RESPONSE, KEY_MISMATCH, UNANSWERED, DUPLICATE_CORR,
     ERROR_RESPONSE, UNKNOWN_CODE, UNKNOWN_PUBLISHER, UNKNOWN_PUBLISHING_ID, UNKNOWN_SUBSCRIPTION, NO_CREDIT,
     CRC_MISMATCH, CHUNK_MALFORMED, CHUNK_COMPRESSED, HEARTBEAT_SILENCE, CLOSE_UNANSWERED, LEGACY_RESPONSE_KEY,
