@@ -196,7 +196,7 @@ def test_draft_2020_conversation() -> None:
     s.c(draft_request("Publish", stream="old", messages=[{"publishing_id": 1, "message": b"a"},
                                                           {"publishing_id": 2, "message": b"b"}]))
     s.s(draft_request("PublishConfirm", publishing_ids=[1, 2]))
-    s.c(draft_request("Subscribe", correlation_id=6, subscription_id=70000, stream="old", offset=0))
+    s.c(draft_request("Subscribe", correlation_id=6, subscription_id=70000, stream="old", start={"offset": 0}))
     s.s(draft_response("Subscribe", correlation_id=6, response_code=0))
     s.s(draft_deliver(70000, [b"a", b"b"], 0))
     s.c(draft_request("Credit", subscription_id=70000, credit=1))
@@ -214,6 +214,26 @@ def test_draft_2020_conversation() -> None:
     pub = next(f for f in frames if f.command == "Publish")
     assert pub.info == "Publish stream=old messages=2"
     assert next(f for f in frames if f.command == "CloseResponse").info.startswith("Close response code=OK")
+
+
+def test_draft_subscribe_both_layouts() -> None:
+    """The first draft's bare offset, and the OffsetSpecification (0-based types) + Credit of June 2020."""
+    def subscribe_info(start: dict) -> tuple[str, list[str]]:
+        s = Script()
+        s.c(draft_request("Subscribe", correlation_id=6, subscription_id=1, stream="old", start=start))
+        s.s(draft_response("Subscribe", correlation_id=6, response_code=0))
+        events = run(s, midstream=True)
+        sub = next(e for e in events if isinstance(e, Frame) and e.command == "Subscribe")
+        start_field = next(f for f in sub.fields if f.name == "start")
+        credit = start_field.child("credit")
+        assert credit is None or credit.value == start.get("credit")
+        return sub.info, [f.id for f in all_findings(events)]
+
+    assert subscribe_info({"offset": 7}) == ("Subscribe sub=1 stream=old from='offset 7' corr=6", [])
+    assert subscribe_info({"offset_spec": {"type": 0}, "credit": 10}) == (
+        "Subscribe sub=1 stream=old from=first corr=6", [])
+    assert subscribe_info({"offset_spec": {"type": 3, "offset": 42}, "credit": 5}) == (
+        "Subscribe sub=1 stream=old from='offset 42' corr=6", [])
 
 
 def test_sniff() -> None:

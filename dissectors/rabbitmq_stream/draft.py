@@ -7,6 +7,10 @@ stream and PublishConfirm/PublishError without publisher id. Layouts follow the 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
+from analyzer.api import Field
 from dissectors.rabbitmq_stream.layouts import Command, PublishEntries, S
 from dissectors.rabbitmq_stream.wire import (
     BYTES,
@@ -15,16 +19,44 @@ from dissectors.rabbitmq_stream.wire import (
     I32,
     I64,
     STRING,
+    OffsetSpec,
     Properties,
     array,
 )
-from dissectors.schema import F
+from dissectors.schema import DecodeError, F, WireType
 
 DIALECT = "2020-draft"
 CORR = F("correlation_id", I32)
 CODE = F("response_code", I16, enum=DRAFT_CODES)
 STD = S(CORR, CODE)
 PROPS = Properties()
+#: From 2020-06-02 the draft's OffsetSpecification had 0-based types.
+DRAFT_OFFSET_TYPES = {0: "first", 1: "last", 2: "next", 3: "offset", 4: "timestamp"}
+DRAFT_OFFSET_SPEC = OffsetSpec(DRAFT_OFFSET_TYPES, offset_code=3, timestamp_code=4)
+
+
+class DraftSubscribeStart(WireType):
+    """Where a draft Subscribe starts reading. The first draft had a bare uint64 offset; from
+    2020-06-02 an OffsetSpecification (0-based types) followed by a Credit int16. The bytes left in
+    the frame tell which: exactly 8 for the first; 4 (type, credit) or 12 (type, value, credit)."""
+
+    doc = "uint64 offset | OffsetSpecification(0-based) credit:int16"
+
+    def read(self, name: str, buf: memoryview, off: int, end: int, spec: F | None = None) -> tuple[Field, int]:
+        start = off
+        if end - off == 8:
+            v, off = I64.read("offset", buf, off, end)
+            return Field(name, v.value, start, 8, f"offset {v.value}", [v]), off
+        if end - off not in (4, 12):
+            raise DecodeError(f"{name}: {end - off} bytes fit neither draft Subscribe layout (8, 4 or 12)", off)
+        ospec, off = DRAFT_OFFSET_SPEC.read("offset_spec", buf, off, end)
+        credit, off = I16.read("credit", buf, off, end)
+        return Field(name, ospec.value, start, off - start, ospec.display, [ospec, credit]), off
+
+    def write(self, value: Mapping[str, Any]) -> bytes:
+        if "offset" in value:
+            return I64.write(value["offset"])
+        return DRAFT_OFFSET_SPEC.write(value["offset_spec"]) + I16.write(value["credit"])
 
 
 def _d(key: int, name: str, sender: str, request: S, response: S | None = None, correlated: bool = True,
@@ -37,8 +69,9 @@ DRAFT_COMMANDS: dict[int, Command] = {c.key: c for c in (
        info=(("stream", "stream"), ("messages", "messages"))),
     _d(1, "PublishConfirm", "s2c", S(F("publishing_ids", array(I64))), correlated=False,
        info=(("confirmed", "publishing_ids"),)),
-    _d(2, "Subscribe", "c2s", S(CORR, F("subscription_id", I32), F("stream", STRING), F("offset", I64)), STD,
-       info=(("sub", "subscription_id"), ("stream", "stream"), ("offset", "offset"))),
+    _d(2, "Subscribe", "c2s", S(CORR, F("subscription_id", I32), F("stream", STRING),
+                                F("start", DraftSubscribeStart())), STD,
+       info=(("sub", "subscription_id"), ("stream", "stream"), ("from", "start"))),
     _d(3, "Deliver", "s2c", S(F("subscription_id", I32)), correlated=False),
     _d(4, "Credit", "c2s", S(F("subscription_id", I32), F("credit", I16)), correlated=False,
        info=(("sub", "subscription_id"), ("credit", "credit"))),
