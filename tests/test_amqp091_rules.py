@@ -474,3 +474,19 @@ def test_tx_and_confirm_exclude_each_other() -> None:
     clean_tx = base().c(E.method("Tx.Select", 1)).s(E.method("Tx.SelectOk", 1))
     frames, _ = run(clean_tx)
     assert "amqp091.channel.tx_and_confirm" not in all_ids(frames, [])
+
+
+def test_frame_min_size_follows_the_broker_version() -> None:
+    """RabbitMQ 4.1 raised frame-min-size to 8192: a 6 KB start-ok is fine there, not with 3.13."""
+    def start_ok_flags(version: str) -> list[str]:
+        s = E.Script().c(E.PROTOCOL_HEADER)
+        s.s(E.method("Connection.Start", version_major=0, version_minor=9, mechanisms="PLAIN", locales="en_US",
+                     server_properties={"product": "RabbitMQ", "version": version}))
+        s.c(E.method("Connection.StartOk", client_properties={"pad": "x" * 6000}, mechanism="PLAIN",
+                     response="\0guest\0guest", locale="en_US"))
+        frames, _ = run(s)
+        return where(frames, "amqp091.frame.too_large")
+
+    assert start_ok_flags("3.13.7") == ["Connection.StartOk"]
+    assert start_ok_flags("4.1.0") == []
+    assert start_ok_flags("4.2.1") == []

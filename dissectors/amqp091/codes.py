@@ -47,3 +47,5 @@ FRAME_TYPES: dict[int, str] = {1: "Method", 2: "ContentHeader", 3: "ContentBody"
                                4: "OOB-Method (0-9)", 5: "OOB-Header (0-9)", 6: "OOB-Body (0-9)",
                                7: "Trace (0-9)"}
 FRAME_MIN_SIZE = 4096
+#: RabbitMQ 4.1 and later accept frames up to this size before tune-ok.
+RABBITMQ_41_FRAME_MIN_SIZE = 8192

@@ -15,7 +15,14 @@ from analyzer.api import Direction, Event, Field, Finding, Frame, Severity
 from analyzer.framing import ByteQueue, Piece
 from dissectors.amqp091 import methods as M
 from dissectors.amqp091 import rules as R
-from dissectors.amqp091.codes import FRAME_END, FRAME_MIN_SIZE, FRAME_TYPES, PROTOCOL_HEADERS, REPLY_CODES
+from dissectors.amqp091.codes import (
+    FRAME_END,
+    FRAME_MIN_SIZE,
+    FRAME_TYPES,
+    PROTOCOL_HEADERS,
+    RABBITMQ_41_FRAME_MIN_SIZE,
+    REPLY_CODES,
+)
 from dissectors.amqp091.fast import FAST
 from dissectors.amqp091.lazy import LazyFrame, add_computed, add_info
 from dissectors.amqp091.methods import CLASSES, LEGACY_CLASSES, METHODS, RESPONSE_CODES, Method
@@ -171,6 +178,7 @@ class Amqp091Connection(BaseConnection):
         self._resyncs = {d: self._make_resync(d) for d in (C2S, S2C)}
         self._cap = _MIDSTREAM_CAP if midstream else _PRE_TUNE_CAP
         # Largest conformant frame now (0 = no limit): frame-min-size until tune-ok, then frame-max.
+        self.frame_min = FRAME_MIN_SIZE  # raised by the broker's Connection.Start (RabbitMQ 4.1+)
         self._limit = 0 if midstream else FRAME_MIN_SIZE
         self._quiet = self._quiet_bounds()
 
@@ -409,7 +417,7 @@ class Amqp091Connection(BaseConnection):
                                                   f"{self.frame_max}"))
             else:
                 findings.append(R.FRAME_TOO_LARGE(f"{total}-byte frame before tune-ok exceeds frame-min-size "
-                                                  f"{FRAME_MIN_SIZE}"))
+                                                  f"{self.frame_min}"))
         if self.channel_max and ch > self.channel_max:
             findings.append(R.FRAME_CHANNEL_MAX(f"channel {ch} is above the negotiated channel-max "
                                                 f"{self.channel_max}"))
@@ -861,6 +869,10 @@ class Amqp091Connection(BaseConnection):
             mech = values.get("mechanisms")
             if isinstance(mech, str):
                 self.mechanisms = mech.split()
+            props = next((f for f in frame.fields if f.name == "server-properties"), None)
+            self.frame_min = broker_frame_min(props)
+            if not self.tuned and self._limit:
+                self._limit = self.frame_min
             if self.dialect is None:
                 self.dialect = "0-9-1"
         elif code == M.CONNECTION_START_OK:
@@ -884,8 +896,8 @@ class Amqp091Connection(BaseConnection):
                 problems.append(f"channel-max {ch_c} but the server allows at most {ch_s}")
             if fm_s and (fm_c == 0 or fm_c > fm_s):
                 problems.append(f"frame-max {fm_c} but the server allows at most {fm_s}")
-        if fm_c and fm_c < FRAME_MIN_SIZE:
-            problems.append(f"frame-max {fm_c} is below frame-min-size {FRAME_MIN_SIZE}")
+        if fm_c and fm_c < self.frame_min:
+            problems.append(f"frame-max {fm_c} is below frame-min-size {self.frame_min}")
         if problems:
             findings.append(R.HANDSHAKE_TUNE("; ".join(problems)))
         self.tuned = True
@@ -1194,6 +1206,22 @@ _ACTIONS = {
     M.BASIC_GET_EMPTY: Amqp091Connection._get_empty,
 }
 _hot_methods()
+
+
+def broker_frame_min(server_properties: Field | None) -> int:
+    """frame-min-size for this broker: RabbitMQ 4.1 raised it from the spec's 4096 to 8192."""
+    if server_properties is None:
+        return FRAME_MIN_SIZE
+    product, version = server_properties.child("product"), server_properties.child("version")
+    if product is None or product.value != "RabbitMQ" or version is None:
+        return FRAME_MIN_SIZE
+    parts = str(version.value).split(".")
+    try:
+        if (int(parts[0]), int(parts[1])) >= (4, 1):
+            return RABBITMQ_41_FRAME_MIN_SIZE
+    except (ValueError, IndexError):
+        pass
+    return FRAME_MIN_SIZE
 
 
 def _complete(c: Content, frame: LazyFrame, raw: bytes) -> None:
