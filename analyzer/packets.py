@@ -51,7 +51,7 @@ class TcpSegment(NamedTuple):
 class LinkDecoder:
     """Decodes packets to TCP segments and keeps count of what it skipped."""
 
-    __slots__ = ("non_tcp", "unsupported", "unknown_linktype", "malformed", "fragments", "_addr4", "_addr6",
+    __slots__ = ("non_tcp", "unsupported", "unknown_linktype", "malformed", "fragments", "_v6",
                  "pairs")
 
     def __init__(self) -> None:
@@ -60,8 +60,7 @@ class LinkDecoder:
         self.unknown_linktype: set[int] = set()
         self.malformed = 0
         self.fragments = 0
-        self._addr4: dict[bytes, str] = {}
-        self._addr6: dict[bytes, str] = {}
+        self._v6: dict[bytes, str] = {}
         self.pairs: dict[bytes, tuple[str, str]] = {}  # 8 address bytes of IPv4 -> (src, dst)
 
     def pair(self, addrs: bytes) -> tuple[str, str]:
@@ -71,6 +70,14 @@ class LinkDecoder:
         pair = (socket.inet_ntop(socket.AF_INET, addrs[:4]), socket.inet_ntop(socket.AF_INET, addrs[4:]))
         self.pairs[addrs] = pair
         return pair
+
+    def _addr6(self, raw: bytes) -> str:
+        text = self._v6.get(raw)
+        if text is None:
+            if len(self._v6) > 65536:
+                self._v6.clear()  # bounded, as for IPv4
+            text = self._v6[raw] = socket.inet_ntop(socket.AF_INET6, raw)
+        return text
 
     def decode(self, pkt: RawPacket) -> TcpSegment | None:
         data = pkt.data
@@ -121,10 +128,10 @@ class LinkDecoder:
         if _u16(data, off + 6)[0] & 0x3FFF:  # more-fragments or a fragment offset
             self.fragments += 1
             return None
-        a4 = self._addr4
-        raw_src, raw_dst = data[off + 12:off + 16], data[off + 16:off + 20]
-        src = a4.get(raw_src) or a4.setdefault(raw_src, socket.inet_ntop(socket.AF_INET, raw_src))
-        dst = a4.get(raw_dst) or a4.setdefault(raw_dst, socket.inet_ntop(socket.AF_INET, raw_dst))
+        addrs = data[off + 12:off + 20]
+        if len(addrs) < 8:
+            raise IndexError
+        src, dst = self.pairs.get(addrs) or self.pair(addrs)
         # TSO captures carry a total length of 0; trust the captured bytes then.
         end = off + total if total else len(data) + cut
         return self._tcp(data, off + ihl, end, src, dst)
@@ -135,12 +142,10 @@ class LinkDecoder:
             return None
         plen = _u16(data, off + 4)[0]
         nxt = data[off + 6]
-        a6 = self._addr6
         raw_src, raw_dst = data[off + 8:off + 24], data[off + 24:off + 40]
         if len(raw_dst) < 16:
             raise IndexError
-        src = a6.get(raw_src) or a6.setdefault(raw_src, socket.inet_ntop(socket.AF_INET6, raw_src))
-        dst = a6.get(raw_dst) or a6.setdefault(raw_dst, socket.inet_ntop(socket.AF_INET6, raw_dst))
+        src, dst = self._addr6(raw_src), self._addr6(raw_dst)
         end = off + 40 + plen if plen else len(data) + cut
         off += 40
         for _ in range(16):  # a bounded walk over extension headers
