@@ -6,13 +6,15 @@ addresses) and hands each dissector only ordered bytes per direction.
 
 from __future__ import annotations
 
+import socket
+import struct
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from analyzer.api import Category, Connection, Direction, Dissector, Event, Finding, Frame, Rule, Severity
 from analyzer.capture import RawPacket, read_packets
-from analyzer.packets import ACK, FIN, FIXED_LINK, IP4TCP, RST, SYN, LinkDecoder, TcpSegment
+from analyzer.packets import ACK, FIN, IP4TCP_BY_LINK, RST, SYN, LinkDecoder, TcpSegment
 from analyzer.reassembly import GAP, Data, Gap, Note, StreamReassembler
 from analyzer.reassembly import RULES as TCP_RULES
 from analyzer.registry import load_dissectors
@@ -131,6 +133,8 @@ class Analyzer:
         self._closed: OrderedDict[tuple[str, int, str, int], FlowInfo] = OrderedDict()
         # For decided live conversations: (src, dst, sport, dport) -> (conversation, direction, its side, the other side, flow info).
         self._fast: dict[tuple[str, str, int, int], tuple[_Conversation, Direction, _Side, _Side, FlowInfo]] = {}
+        # The same for IPv4 conversations, keyed as the packet carries it: (packed src+dst, sport, dport).
+        self._fast_raw: dict[tuple[bytes, int, int], tuple[_Conversation, Direction, _Side, _Side, FlowInfo]] = {}
         self.linkdec = LinkDecoder()
         self.packets = 0
         self.first_ts: float | None = None
@@ -142,36 +146,38 @@ class Analyzer:
 
     # ----------------------------------------------------------------- driving
     def run(self, packets: Iterable[RawPacket]) -> Iterator[Event]:
-        linkdec = self.linkdec
-        decode = linkdec.decode
-        pairs = linkdec.pairs
+        decode = self.linkdec.decode
         fastmap = self._fast
+        rawmap = self._fast_raw
         fast = self._fast_segment
-        fixed_link = FIXED_LINK
-        ip4tcp = IP4TCP.unpack_from
+        by_link = IP4TCP_BY_LINK
+        struct_error = struct.error
         # Counters live in locals in the loop and are written back before anything is yielded.
         count = self.packets
         ts = self.last_ts
+        started = self.first_ts is not None
         try:
             for pkt in packets:
                 count += 1
                 number, ts, linktype, data, _orig = pkt
-                if self.first_ts is None:
-                    self.first_ts = ts
+                if not started:
+                    self.first_ts, started = ts, True
                 # The shape of nearly every packet (IPv4 without options, TCP, on a fixed-length link
                 # header, in a conversation already under way) goes without building a TcpSegment.
-                fixed = fixed_link.get(linktype)
-                if fixed is not None and data[fixed[1]:fixed[1] + 2] == b"\x08\x00" \
-                        and len(data) >= fixed[0] + IP4TCP.size:
-                    off = fixed[0]
-                    vihl, total, frag, proto, addrs, sport, dport, seq, ack, doff, flags = ip4tcp(data, off)
-                    end = off + total
-                    if (vihl == 0x45 and proto == 6 and not frag & 0x3FFF and doff >= 0x50 and end <= len(data)
-                            and not flags & _SYN_FIN_RST):
-                        pair = pairs.get(addrs) or linkdec.pair(addrs)
-                        hit = fastmap.get((pair[0], pair[1], sport, dport))
+                link = by_link.get(linktype)
+                if link is not None:
+                    at, off, layout = link
+                    try:
+                        etype, vihl, total, frag, proto, addrs, sport, dport, seq, ack, doff, flags = \
+                            layout.unpack_from(data, at)
+                    except struct_error:
+                        etype = 0
+                    if etype == 0x0800 and vihl == 0x45:
+                        hit = rawmap.get((addrs, sport, dport))
+                        end = off + total
                         start = off + 20 + (doff >> 4) * 4
-                        if hit is not None and start <= end:
+                        if (hit is not None and proto == 6 and not frag & 0x3FFF and not flags & _SYN_FIN_RST
+                                and doff >= 0x50 and start <= end <= len(data)):
                             out = fast(hit, seq, ack, flags, data[start:end], number, ts)
                             if out:
                                 self.packets, self.last_ts = count, ts
@@ -246,14 +252,25 @@ class Analyzer:
         if conv.undecided:
             return
         c, s = conv.sides[Direction.C2S], conv.sides[Direction.S2C]
-        self._fast[(cip, sip, cport, sport)] = (conv, Direction.C2S, c, s, conv.info)
-        self._fast[(sip, cip, sport, cport)] = (conv, Direction.S2C, s, c, conv.info)
+        to_server = (conv, Direction.C2S, c, s, conv.info)
+        to_client = (conv, Direction.S2C, s, c, conv.info)
+        self._fast[(cip, sip, cport, sport)] = to_server
+        self._fast[(sip, cip, sport, cport)] = to_client
+        if ":" not in cip and ":" not in sip:
+            craw, sraw = socket.inet_aton(cip), socket.inet_aton(sip)
+            self._fast_raw[(craw + sraw, cport, sport)] = to_server
+            self._fast_raw[(sraw + craw, sport, cport)] = to_client
 
     def _unindex(self, conv: _Conversation) -> None:
         (cip, cport), (sip, sport) = conv.info.client, conv.info.server
         for k in ((cip, sip, cport, sport), (sip, cip, sport, cport)):
             if self._fast.get(k, (None,))[0] is conv:
                 del self._fast[k]
+        if ":" not in cip and ":" not in sip:
+            craw, sraw = socket.inet_aton(cip), socket.inet_aton(sip)
+            for r in ((craw + sraw, cport, sport), (sraw + craw, sport, cport)):
+                if self._fast_raw.get(r, (None,))[0] is conv:
+                    del self._fast_raw[r]
 
     def _pop_startup_errors(self) -> Iterator[Event]:
         errors, self._startup_errors = self._startup_errors, []

@@ -31,9 +31,13 @@ _u16 = struct.Struct("!H").unpack_from
 _tcp = struct.Struct("!HHIIBB").unpack_from
 #: IPv4 without options and the TCP header after it, in one call: the shape of nearly every packet
 #: (version/IHL, total length, fragment bits, protocol, both addresses, ports, seq, ack, offset, flags).
-IP4TCP = struct.Struct("!BxH2xHxB2x8sHHIIBB")
-#: Link types whose header has a fixed length and a fixed EtherType position: (header length, position).
-FIXED_LINK = {LINKTYPE_ETHERNET: (14, 12), LINKTYPE_SLL2: (20, 0), LINKTYPE_SLL: (16, 14)}
+_IP4TCP_FIELDS = "BxH2xHxB2x8sHHIIBB"
+#: Link types whose header has a fixed length and a fixed EtherType position -> (EtherType position,
+#: IP header position, struct reading the EtherType and then the IPv4 and TCP headers).
+IP4TCP_BY_LINK = {
+    lt: (at, off, struct.Struct(f"!H{off - at - 2}x{_IP4TCP_FIELDS}"))
+    for lt, (off, at) in {LINKTYPE_ETHERNET: (14, 12), LINKTYPE_SLL2: (20, 0), LINKTYPE_SLL: (16, 14)}.items()
+}
 
 
 class TcpSegment(NamedTuple):
