@@ -120,7 +120,7 @@ class TcpConversation:
     acknowledges each one (needed when a test wants the loss of a segment to be provable).
     """
 
-    def __init__(self, client: tuple[str, int] = ("10.0.0.1", 40000), server: tuple[str, int] = ("10.0.0.2", 5552),
+    def __init__(self, client: tuple[str, int] = ("10.0.0.1", 40000), server: tuple[str, int] = ("10.0.0.2", 9000),
                  *, isn_client: int = 1000, isn_server: int = 5000, ts: float = 1_700_000_000.0,
                  step: float = 0.001) -> None:
         self.client = client
