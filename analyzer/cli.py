@@ -131,7 +131,7 @@ def inspect(
         doc = {"capture": str(capture), **collected,
                "flows": [flow_json(f) for f in analyzer.flows if flow is None or f.id == flow]}
         sys.stdout.write(json.dumps(doc, ensure_ascii=False, indent=1) + "\n")
-    elif format in (Format.tree, Format.summary) and analyzer.packets:
+    elif format in (Format.tree, Format.summary) and (error is None or analyzer.packets):
         # The counts follow the filters: what --flow / --protocol selected (and the capture itself).
         totals = dict(analyzer.capture_findings)
         for f in analyzer.flows:

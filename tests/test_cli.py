@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 import analyzer.cli as cli
-from analyzer.pcapwrite import TcpConversation, write_capture
+from analyzer.pcapwrite import CaptureWriter, TcpConversation, write_capture
 from tests.toy import ToyDissector
 
 runner = CliRunner()
@@ -166,3 +166,12 @@ def test_footer_counts_follow_the_flow_filter(capture: Path):
     assert last.endswith("0 errors, 1 warnings, 0 notes")  # flow 1's BAD line; flow 2's gap is not counted
     last = invoke("inspect", str(capture), "--flow", "2").stdout.rstrip().splitlines()[-1]
     assert "0 errors, 1 warnings" in last  # the gap
+
+
+def test_empty_capture_says_so(tmp_path: Path):
+    p = tmp_path / "empty.pcap"
+    with open(p, "wb") as f:
+        CaptureWriter(f)
+    r = invoke("inspect", str(p))
+    assert r.exit_code == 0
+    assert r.stdout.strip() == "-- 0 packets, 0 TCP conversations, 0 frames shown; findings: 0 errors, 0 warnings, 0 notes"
