@@ -18,6 +18,7 @@ import asyncio
 import gzip
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -437,7 +438,19 @@ SCENARIOS = {f.__name__: f for f in (pika_confirms, pika_tx, pika_consume, pika_
 RECORDERS = {"aiopika_big_frame": record_aiopika_big_frame}
 
 
+def ensure_installed() -> None:
+    """Debian's rabbitmq-server and tcpdump, installed when missing (root, as for tcpdump)."""
+    if shutil.which("rabbitmq-server") and shutil.which("tcpdump"):
+        return
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
+    subprocess.run(["apt-get", "install", "-y", "-qq", "rabbitmq-server", "tcpdump"], check=True, env=env)
+    # The package may start a system broker on every interface; ours binds 127.0.0.1 only.
+    subprocess.run(["rabbitmqctl", "stop"], check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def main(names: list[str]) -> None:
+    ensure_installed()
     broker = start_broker()
     try:
         for name in names or list(SCENARIOS):

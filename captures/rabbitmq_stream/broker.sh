@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
-# Start (or reuse) a RabbitMQ broker with the stream plugin, bound to 127.0.0.1 only.
+# Install (if missing) and start (or reuse) a RabbitMQ broker with the stream plugin, bound to 127.0.0.1 only.
 # Private state under /tmp/streamproto-rmq so runs are repeatable. Prints "reused" or "started".
 set -euo pipefail
 BASE=${RMQ_BASE:-/tmp/streamproto-rmq}
+if ! command -v rabbitmq-server >/dev/null 2>&1 || ! command -v tcpdump >/dev/null 2>&1; then
+  # Debian's RabbitMQ (3.10 on bookworm) ships the stream plugin; tcpdump records the scenarios.
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq rabbitmq-server tcpdump >/dev/null
+  # The package starts a system broker on every interface: stop it, ours binds 127.0.0.1 only.
+  (service rabbitmq-server stop || rabbitmqctl stop) >/dev/null 2>&1 || true
+fi
 if rabbitmq-diagnostics -q ping >/dev/null 2>&1 || (ss -ltn | grep -q '127.0.0.1:5552 '); then
   echo reused; exit 0
 fi
