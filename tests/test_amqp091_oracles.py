@@ -5,7 +5,6 @@ Where Wireshark is known to differ (prior-art-wireshark.md) the test says so and
 
 from __future__ import annotations
 
-import shutil
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -116,7 +115,6 @@ def tshark_pdus(name: str) -> list[dict[str, Any]]:
     return out
 
 
-@pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark not installed")
 @pytest.mark.parametrize("name", ALL)
 def test_tshark_reports_the_same_methods_and_key_arguments(name: str) -> None:
     mine = [f for f in frames(name) if f.command != "ProtocolHeader"]

@@ -9,7 +9,6 @@ Captures: captures/amqp091/MANIFEST.md; recorded by captures/amqp091/record.py.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -23,7 +22,6 @@ from analyzer.api import Field, Finding, Frame, Severity
 from analyzer.engine import analyze_file
 
 CAPS = Path(__file__).resolve().parent.parent / "captures" / "amqp091"
-needs_tshark = pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark not installed")
 PI_ERROR = 0x00800000  # Wireshark's expert severity "Error"
 
 
@@ -110,7 +108,6 @@ def test_update_secret_decoded() -> None:
     assert [f.command for f in frames[-2:]] == ["Connection.Close", "Connection.CloseOk"]
 
 
-@needs_tshark
 def test_wireshark_flags_update_secret_as_an_unknown_method() -> None:
     """WIRESHARK GAP: connection.update-secret / -ok (RabbitMQ's 10/70 and 10/71) are shown as
     "Connection.Unknown (70)" / "(71)" with an Error expert item "Unknown connection method 70/71",
@@ -171,7 +168,6 @@ def test_big_frame_decoded() -> None:
     assert [f.command for f in frames[-2:]] == ["Connection.Close", "Connection.CloseOk"]
 
 
-@needs_tshark
 def test_wireshark_breaks_on_a_frame_over_1_mib() -> None:
     """WIRESHARK GAP: the 0-9 length getter clamps a frame to 1 MiB. tshark reassembles exactly
     1 048 584 bytes (1 MiB + 8) of the 1 500 008-byte body frame, reports it as [Malformed Packet]
@@ -321,7 +317,6 @@ def ws_showname(f: Field, letter: str) -> str:
     return f"{label}: {text}"
 
 
-@needs_tshark
 @pytest.mark.parametrize("name", HEADER_CAPS)
 def test_wireshark_reads_real_client_header_tables_like_we_do(name: str) -> None:
     """WIRESHARK IS RIGHT HERE. Its field-table letters follow RabbitMQ's errata (s = signed 16,
