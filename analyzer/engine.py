@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from analyzer.api import Category, Connection, Direction, Dissector, Event, Finding, Frame, Rule, Severity
 from analyzer.capture import RawPacket, read_packets
-from analyzer.packets import ACK, FIN, IP4TCP_BY_LINK, RST, SYN, LinkDecoder, TcpSegment
+from analyzer.packets import ACK, FIN, IP4TCP_BY_LINK, IP6TCP, RST, SYN, LinkDecoder, TcpSegment
 from analyzer.reassembly import GAP, Data, Gap, Note, StreamReassembler
 from analyzer.reassembly import RULES as TCP_RULES
 from analyzer.registry import load_dissectors
@@ -133,7 +133,7 @@ class Analyzer:
         self._closed: OrderedDict[tuple[str, int, str, int], FlowInfo] = OrderedDict()
         # For decided live conversations: (src, dst, sport, dport) -> (conversation, direction, its side, the other side, flow info).
         self._fast: dict[tuple[str, str, int, int], tuple[_Conversation, Direction, _Side, _Side, FlowInfo]] = {}
-        # The same for IPv4 conversations, keyed as the packet carries it: (packed src+dst, sport, dport).
+        # The same keyed as packets carry it: (packed src + dst addresses, sport, dport).
         self._fast_raw: dict[tuple[bytes, int, int], tuple[_Conversation, Direction, _Side, _Side, FlowInfo]] = {}
         self.linkdec = LinkDecoder()
         self.packets = 0
@@ -151,6 +151,7 @@ class Analyzer:
         rawmap = self._fast_raw
         fast = self._fast_segment
         by_link = IP4TCP_BY_LINK
+        ip6tcp = IP6TCP.unpack_from
         struct_error = struct.error
         # Counters live in locals in the loop and are written back before anything is yielded.
         count = self.packets
@@ -167,22 +168,31 @@ class Analyzer:
                 link = by_link.get(linktype)
                 if link is not None:
                     at, off, layout = link
+                    hit = None
                     try:
-                        etype, vihl, total, frag, proto, addrs, sport, dport, seq, ack, doff, flags = \
-                            layout.unpack_from(data, at)
-                    except struct_error:
-                        etype = 0
-                    if etype == 0x0800 and vihl == 0x45:
-                        hit = rawmap.get((addrs, sport, dport))
-                        end = off + total
-                        start = off + 20 + (doff >> 4) * 4
-                        if (hit is not None and proto == 6 and not frag & 0x3FFF and not flags & _SYN_FIN_RST
-                                and doff >= 0x50 and start <= end <= len(data)):
-                            out = fast(hit, seq, ack, flags, data[start:end], number, ts)
-                            if out:
-                                self.packets, self.last_ts = count, ts
-                                yield from out
-                            continue
+                        if data[at] == 0x86 and data[at + 1] == 0xDD:  # IPv6
+                            vtf, plen, proto, addrs, sport, dport, seq, ack, doff, flags = \
+                                ip6tcp(data, off)
+                            if vtf >> 28 == 6 and proto == 6:
+                                hit = rawmap.get((addrs, sport, dport))
+                                end = off + 40 + plen
+                                start = off + 40 + (doff >> 4) * 4
+                        else:
+                            etype, vihl, total, frag, proto, addrs, sport, dport, seq, ack, doff, flags = \
+                                layout.unpack_from(data, at)
+                            if etype == 0x0800 and vihl == 0x45 and proto == 6 and not frag & 0x3FFF:
+                                hit = rawmap.get((addrs, sport, dport))
+                                end = off + total
+                                start = off + 20 + (doff >> 4) * 4
+                    except (struct_error, IndexError):
+                        hit = None
+                    if (hit is not None and not flags & _SYN_FIN_RST and doff >= 0x50
+                            and start <= end <= len(data)):
+                        out = fast(hit, seq, ack, flags, data[start:end], number, ts)
+                        if out:
+                            self.packets, self.last_ts = count, ts
+                            yield from out
+                        continue
                 seg = decode(pkt)
                 if seg is None:
                     continue
@@ -256,8 +266,8 @@ class Analyzer:
         to_client = (conv, Direction.S2C, s, c, conv.info)
         self._fast[(cip, sip, cport, sport)] = to_server
         self._fast[(sip, cip, sport, cport)] = to_client
-        if ":" not in cip and ":" not in sip:
-            craw, sraw = socket.inet_aton(cip), socket.inet_aton(sip)
+        craw, sraw = _packed(cip), _packed(sip)
+        if len(craw) == len(sraw):
             self._fast_raw[(craw + sraw, cport, sport)] = to_server
             self._fast_raw[(sraw + craw, sport, cport)] = to_client
 
@@ -266,11 +276,10 @@ class Analyzer:
         for k in ((cip, sip, cport, sport), (sip, cip, sport, cport)):
             if self._fast.get(k, (None,))[0] is conv:
                 del self._fast[k]
-        if ":" not in cip and ":" not in sip:
-            craw, sraw = socket.inet_aton(cip), socket.inet_aton(sip)
-            for r in ((craw + sraw, cport, sport), (sraw + craw, sport, cport)):
-                if self._fast_raw.get(r, (None,))[0] is conv:
-                    del self._fast_raw[r]
+        craw, sraw = _packed(cip), _packed(sip)
+        for r in ((craw + sraw, cport, sport), (sraw + craw, sport, cport)):
+            if self._fast_raw.get(r, (None,))[0] is conv:
+                del self._fast_raw[r]
 
     def _pop_startup_errors(self) -> Iterator[Event]:
         errors, self._startup_errors = self._startup_errors, []
@@ -536,6 +545,11 @@ class Analyzer:
                 self._closed[k] = conv.info  # only the summary: the stream state is freed
                 if len(self._closed) > CLOSED_KEEP:
                     self._closed.popitem(last=False)
+
+
+def _packed(ip: str) -> bytes:
+    """An address as packets carry it (4 bytes for IPv4, 16 for IPv6)."""
+    return socket.inet_pton(socket.AF_INET6 if ":" in ip else socket.AF_INET, ip)
 
 
 def _dissector_crash(conv: _Conversation, exc: Exception) -> Finding:

@@ -32,12 +32,16 @@ _tcp = struct.Struct("!HHIIBB").unpack_from
 #: IPv4 without options and the TCP header after it, in one call: the shape of nearly every packet
 #: (version/IHL, total length, fragment bits, protocol, both addresses, ports, seq, ack, offset, flags).
 _IP4TCP_FIELDS = "BxH2xHxB2x8sHHIIBB"
+#: IPv6 without extension headers and the TCP header after it (version/class/flow, payload length,
+#: next header, both addresses, ports, seq, ack, offset, flags).
+_IP6TCP_FIELDS = "IHBx32sHHIIBB"
+_FIXED_LINKS = {LINKTYPE_ETHERNET: (14, 12), LINKTYPE_SLL2: (20, 0), LINKTYPE_SLL: (16, 14)}
 #: Link types whose header has a fixed length and a fixed EtherType position -> (EtherType position,
 #: IP header position, struct reading the EtherType and then the IPv4 and TCP headers).
-IP4TCP_BY_LINK = {
-    lt: (at, off, struct.Struct(f"!H{off - at - 2}x{_IP4TCP_FIELDS}"))
-    for lt, (off, at) in {LINKTYPE_ETHERNET: (14, 12), LINKTYPE_SLL2: (20, 0), LINKTYPE_SLL: (16, 14)}.items()
-}
+IP4TCP_BY_LINK = {lt: (at, off, struct.Struct(f"!H{off - at - 2}x{_IP4TCP_FIELDS}"))
+                  for lt, (off, at) in _FIXED_LINKS.items()}
+#: The IPv6 and TCP headers, read at the IP header position of the same link types.
+IP6TCP = struct.Struct(f"!{_IP6TCP_FIELDS}")
 
 
 class TcpSegment(NamedTuple):

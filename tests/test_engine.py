@@ -195,12 +195,16 @@ def test_only_unknown_link_types_is_an_error():
         list(a.run([RawPacket(1, 0.0, 147, b"abc", 3), RawPacket(2, 0.0, 147, b"abc", 3)]))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(c2s=st.binary(min_size=1, max_size=2000), s2c=st.binary(min_size=1, max_size=2000),
        mss=st.integers(1, 300), rnd=st.randoms(use_true_random=False), dups=st.integers(0, 5),
-       link=st.sampled_from(["ethernet", "vlan", "sll2", "null", "raw"]), fmt=st.sampled_from(["pcap", "pcapng"]))
-def test_both_streams_reassemble_exactly_through_the_engine(tmp_path_factory, c2s, s2c, mss, rnd, dups, link, fmt):
-    c = conv(isn_client=rnd.randrange(2**32), isn_server=rnd.randrange(2**32))
+       link=st.sampled_from(["ethernet", "vlan", "sll", "sll2", "null", "raw"]),
+       fmt=st.sampled_from(["pcap", "pcapng"]),
+       hosts=st.sampled_from([("10.1.1.1", "10.1.1.2"), ("2001:db8::1", "2001:db8::2")]))
+def test_both_streams_reassemble_exactly_through_the_engine(tmp_path_factory, c2s, s2c, mss, rnd, dups, link, fmt,
+                                                            hosts):
+    c = TcpConversation((hosts[0], 50000), (hosts[1], 7777), isn_client=rnd.randrange(2**32),
+                        isn_server=rnd.randrange(2**32))
     c.handshake()
     c.send("c2s", c2s, mss=mss)
     c.send("s2c", s2c, mss=mss)
