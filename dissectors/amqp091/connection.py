@@ -711,19 +711,17 @@ class Amqp091Connection(BaseConnection):
             chan.noack_consumers.add(values.get("consumer-tag") or "")
         return ""
 
-    def _confirm_select(self, d: Direction, chan: Channel, meth: Method, values: dict[str, Any],
-                        frame: Frame) -> str:
-        if chan.tx:
-            frame.findings.append(R.TX_AND_CONFIRM(f"confirm.select on channel {chan.number}, which is "
-                                                   f"transactional (tx.select)"))
-        chan.confirm = True
-        return ""
-
-    def _tx_select(self, d: Direction, chan: Channel, meth: Method, values: dict[str, Any], frame: Frame) -> str:
-        if chan.confirm:
-            frame.findings.append(R.TX_AND_CONFIRM(f"tx.select on channel {chan.number}, which is in confirm "
-                                                   f"mode (confirm.select)"))
-        chan.tx = True
+    def _select_mode(self, d: Direction, chan: Channel, meth: Method, values: dict[str, Any], frame: Frame) -> str:
+        """confirm.select and tx.select: a channel may be in one of the two modes, not both."""
+        tx = meth.code == M.TX_SELECT
+        if chan.confirm if tx else chan.tx:
+            now, before = ("tx.select", "in confirm mode (confirm.select)") if tx else \
+                ("confirm.select", "transactional (tx.select)")
+            frame.findings.append(R.TX_AND_CONFIRM(f"{now} on channel {chan.number}, which is {before}"))
+        if tx:
+            chan.tx = True
+        else:
+            chan.confirm = True
         return ""
 
     def _get_empty(self, d: Direction, chan: Channel, meth: Method, values: dict[str, Any], frame: Frame) -> str:
@@ -1201,8 +1199,8 @@ _ACTIONS = {
     M.BASIC_ACK: Amqp091Connection._settle,
     M.BASIC_NACK: Amqp091Connection._settle,
     M.BASIC_REJECT: Amqp091Connection._settle,
-    M.CONFIRM_SELECT: Amqp091Connection._confirm_select,
-    M.TX_SELECT: Amqp091Connection._tx_select,
+    M.CONFIRM_SELECT: Amqp091Connection._select_mode,
+    M.TX_SELECT: Amqp091Connection._select_mode,
     M.BASIC_GET_EMPTY: Amqp091Connection._get_empty,
 }
 _hot_methods()
