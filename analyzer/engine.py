@@ -236,24 +236,12 @@ class Analyzer:
             if events:
                 if out is None:
                     out = []
-                conn = conv.conn
                 if len(events) != 1 or type(events[0]) is not Data:
                     out.extend(self._stream(conv, direction, events, ts))
-                elif conn is None:
+                else:  # the common case, without _stream's generator
                     info.bytes[direction] += len(events[0].data)
-                else:
-                    ev = events[0]
-                    info.bytes[direction] += len(ev.data)
-                    segs = side.segments
-                    segs.append((ev.offset + len(ev.data), number, ts))
-                    if len(segs) > 100_000:
-                        segs.popleft()
-                    try:
-                        res = conn.feed(direction, ev.data, ts)
-                        if res:
-                            out.extend(self._emit(conv, res))
-                    except Exception as exc:  # a dissector bug must not end the whole analysis
-                        out.extend(self._account(conv, _dissector_crash(conv, exc)))
+                    if conv.conn is not None:
+                        out.extend(self._deliver(conv, direction, events[0]))
         return out
 
     def _index(self, conv: _Conversation) -> None:
@@ -423,13 +411,13 @@ class Analyzer:
         for ev in events:
             if isinstance(ev, Note):
                 ev.finding.flow = info.id
-                yield from self._account(conv, ev.finding)
+                yield self._account(conv, ev.finding)
                 continue
             if isinstance(ev, Gap):
                 f = GAP(f"{ev.length} bytes missing from the {direction} stream at offset {ev.offset} "
                         f"(capture loss)")
                 f.flow, f.frame = info.id, ev.packet
-                yield from self._account(conv, f)
+                yield self._account(conv, f)
             else:
                 info.bytes[direction] += len(ev.data)
             if conv.undecided:
@@ -450,21 +438,22 @@ class Analyzer:
             if conv.conn is not None:
                 yield from self._deliver(conv, direction, ev)
 
-    def _deliver(self, conv: _Conversation, direction: Direction, ev: Data | Gap) -> Iterator[Event]:
-        side = conv.sides[direction]
+    def _deliver(self, conv: _Conversation, direction: Direction, ev: Data | Gap) -> list[Event]:
+        """Hand stream bytes (or a hole) to the dissector; what it returns, stamped."""
         conn = conv.conn
         assert conn is not None
         try:
-            if isinstance(ev, Gap):
-                out = conn.gap(direction, ev.length, ev.ts)
-            else:
-                side.segments.append((ev.offset + len(ev.data), ev.packet, ev.ts))
-                if len(side.segments) > 100_000:
-                    side.segments.popleft()
+            if type(ev) is Data:
+                segs = conv.sides[direction].segments
+                segs.append((ev.offset + len(ev.data), ev.packet, ev.ts))
+                if len(segs) > 100_000:
+                    segs.popleft()
                 out = conn.feed(direction, ev.data, ev.ts)
-            yield from self._emit(conv, out)
+            else:
+                out = conn.gap(direction, ev.length, ev.ts)
+            return self._emit(conv, out) if out else []
         except Exception as exc:  # a dissector bug must not end the whole analysis
-            yield from self._account(conv, _dissector_crash(conv, exc))
+            return [self._account(conv, _dissector_crash(conv, exc))]
 
     def _emit(self, conv: _Conversation, out: Iterable[Event]) -> list[Event]:
         """Stamp a dissector's frames and findings with where they came from."""
@@ -510,9 +499,10 @@ class Analyzer:
         info.frames += n_frames
         return result
 
-    def _account(self, conv: _Conversation, f: Finding) -> Iterator[Finding]:
+    def _account(self, conv: _Conversation, f: Finding) -> Finding:
+        """Count a finding against its conversation."""
         conv.info.findings[f.severity] += 1
-        yield f
+        return f
 
     def _close(self, conv: _Conversation, ts: float) -> Iterator[Event]:
         if conv.closed:
@@ -536,7 +526,7 @@ class Analyzer:
             try:
                 yield from self._emit(conv, conv.conn.end(ts))
             except Exception as exc:
-                yield from self._account(conv, _dissector_crash(conv, exc))
+                yield self._account(conv, _dissector_crash(conv, exc))
             if conv.conn.dialect:
                 conv.info.dialect = conv.conn.dialect
         for k, v in list(self._live.items()):
