@@ -68,20 +68,15 @@ def inspect(
     tree = TreeRenderer(out, 0.0, hexdump=hex)
     summary = SummaryRenderer(out, 0.0)
     collected: dict[str, list] = {"frames": [], "findings": []}
-    protocols = {f.id: f.protocol for f in analyzer.flows}
     shown = 0
-
-    def flow_protocol(flow_id: int | None) -> str | None:
-        if flow_id is None:
-            return None
-        if flow_id not in protocols:
-            protocols.update({f.id: f.protocol for f in analyzer.flows})
-        return protocols.get(flow_id)
 
     def wanted_finding(f: Finding) -> bool:
         if flow is not None and f.flow != flow:
             return False
-        return protocol is None or flow_protocol(f.flow) == protocol
+        if protocol is None:
+            return True
+        info = analyzer.flow(f.flow)
+        return info is not None and info.protocol == protocol
 
     write = sys.stdout.write
     on_frame: Callable[[Frame], object]

@@ -269,13 +269,15 @@ class Analyzer:
             if self._fast_raw.get(r, (None,))[0] is conv:
                 del self._fast_raw[r]
 
+    def flow(self, flow_id: int | None) -> FlowInfo | None:
+        """The conversation with this id (ids count from 1 in order of appearance)."""
+        if flow_id is None or not 0 < flow_id <= len(self.flows):
+            return None
+        return self.flows[flow_id - 1]
+
     def _pop_startup_errors(self) -> Iterator[Event]:
         errors, self._startup_errors = self._startup_errors, []
-        for f in errors:
-            flow = next((x for x in self.flows if x.id == f.flow), None)
-            if flow is not None:
-                flow.findings[f.severity] += 1
-            yield f
+        yield from errors
 
     def finish(self) -> Iterator[Event]:
         for conv in list(self._live.values()):
@@ -365,7 +367,7 @@ class Analyzer:
         except Exception as exc:  # a broken plugin leaves the conversation undecoded, not the run dead
             conv.conn = None
             conv.info.protocol = dissector.name
-            self._startup_errors.append(_dissector_crash(conv, exc))
+            self._startup_errors.append(self._account(conv, _dissector_crash(conv, exc)))
         conv.info.protocol = dissector.name
         conv.undecided = False
         self._index(conv)
