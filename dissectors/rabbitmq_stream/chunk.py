@@ -101,7 +101,28 @@ def gzip_compress(data: bytes) -> bytes:
 _BASE_CHILDREN = Field.__dict__["children"]
 
 
-class RecordField(Field):
+class _LazyChildren(Field):
+    """A Field whose children are built by ``_build()`` on first access."""
+
+    __slots__ = ()
+
+    def _build(self) -> list[Field]:
+        raise NotImplementedError
+
+    @property  # type: ignore[override]
+    def children(self) -> list[Field] | None:
+        kids = _BASE_CHILDREN.__get__(self)
+        if kids is None:
+            kids = self._build()
+            _BASE_CHILDREN.__set__(self, kids)
+        return kids
+
+    @children.setter
+    def children(self, value: list[Field] | None) -> None:
+        _BASE_CHILDREN.__set__(self, value)
+
+
+class RecordField(_LazyChildren):
     """One message of a chunk or Publish, with its section tree built on first access.
 
     ``value`` is the record's offset (Deliver) or None; the message bytes stay in the frame buffer
@@ -125,18 +146,6 @@ class RecordField(Field):
         self._base = base
         self._extra = extra
 
-    @property  # type: ignore[override]
-    def children(self) -> list[Field] | None:
-        kids = _BASE_CHILDREN.__get__(self)
-        if kids is None:
-            kids = self._build()
-            _BASE_CHILDREN.__set__(self, kids)
-        return kids
-
-    @children.setter
-    def children(self, value: list[Field] | None) -> None:
-        _BASE_CHILDREN.__set__(self, value)
-
     @property
     def message(self) -> bytes:
         return bytes(self._buf[self._at:self._at + self._len])
@@ -157,7 +166,7 @@ class RecordField(Field):
         return kids
 
 
-class LazyField(Field):
+class LazyField(_LazyChildren):
     """A node whose children come from ``build()`` on first access (a chunk's entry list)."""
 
     __slots__ = ("_build_children",)
@@ -173,17 +182,8 @@ class LazyField(Field):
         _BASE_CHILDREN.__set__(self, None)
         self._build_children = build
 
-    @property  # type: ignore[override]
-    def children(self) -> list[Field] | None:
-        kids = _BASE_CHILDREN.__get__(self)
-        if kids is None:
-            kids = self._build_children()
-            _BASE_CHILDREN.__set__(self, kids)
-        return kids
-
-    @children.setter
-    def children(self, value: list[Field] | None) -> None:
-        _BASE_CHILDREN.__set__(self, value)
+    def _build(self) -> list[Field]:
+        return self._build_children()
 
 
 class ChunkProblem:
