@@ -9,6 +9,7 @@ Everything here is protocol-agnostic.
 from __future__ import annotations
 
 import enum
+import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -62,9 +63,16 @@ class Finding:
     # Set by the engine: the conversation and the packet number the finding points at.
     flow: int | None = None
     frame: int | None = None
-    # Set by a dissector for a finding about an earlier frame (e.g. a request never answered);
-    # the engine turns it into a packet number.
-    related: Frame | None = None
+    # Set by a dissector for a finding about an earlier frame (e.g. a request never answered): a
+    # reference to that frame, never the frame itself; the engine turns it into a packet number.
+    related: FrameRef | None = None
+    # What the finding is about, for its fingerprint: the command and the field (or None).
+    command: str | None = None
+    field: str | None = None
+    # Set by the engine: the file the packet belongs to when several files are read (else None),
+    # and the conversation's Community ID.
+    file: str | None = None
+    community_id: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -72,7 +80,34 @@ class Finding:
             "severity": str(self.severity),
             "category": str(self.category),
             "message": self.message,
+            "fingerprint": self.fingerprint,
         }
+
+    @property
+    def fingerprint(self) -> str:
+        """Stable across runs and captures of the same behaviour: rule id, conversation identity,
+        command and field; never packet numbers, times or message text."""
+        key = "\x1f".join((self.id, self.community_id or "", self.command or "", self.field or ""))
+        return hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
+
+class FrameRef(list):  # type: ignore[type-arg]
+    """A reference to an earlier frame: ``[direction, stream offset, packet]``.
+
+    Plain data (a JSON array), so dissector state that remembers a frame stays serialisable. The
+    dissector creates it with the frame (:meth:`Frame.anchor`); the engine fills in the packet
+    identity (an opaque integer it can map back to file and packet number) when it stamps the frame.
+    """
+
+    __slots__ = ()
+
+    @classmethod
+    def of(cls, direction: str, offset: int, packet: int | None = None) -> FrameRef:
+        return cls((str(direction), offset, packet))
+
+    @property
+    def packet(self) -> int | None:
+        return self[2]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,9 +119,11 @@ class Rule:
     category: Category
     description: str
 
-    def __call__(self, message: str, *, severity: Severity | None = None,
-                 related: Frame | None = None) -> Finding:
-        return Finding(self.id, severity or self.severity, self.category, message, related=related)
+    def __call__(self, message: str, *, related: FrameRef | None = None, command: str | None = None,
+                 field: str | None = None, severity: Severity | None = None) -> Finding:
+        # ``severity`` is being retired: a different severity is a different rule.
+        return Finding(self.id, severity or self.severity, self.category, message, related=related,
+                       command=command, field=field)
 
 
 @dataclass(slots=True)
@@ -132,6 +169,8 @@ class Frame:
     findings: list[Finding] = field(default_factory=list)
     dialect: str | None = None
     data: bytes | None = None
+    #: Created on demand by :meth:`anchor`; the engine fills in its packet when it stamps the frame.
+    ref: FrameRef | None = None
     # Filled in by the engine.
     flow: int = 0
     packets: tuple[int, int] = (0, 0)
@@ -139,6 +178,13 @@ class Frame:
     src: str = ""
     dst: str = ""
     protocol: str = ""
+
+    def anchor(self) -> FrameRef:
+        """A plain-data reference to this frame that later findings can point at."""
+        ref = self.ref
+        if ref is None:
+            ref = self.ref = FrameRef.of(self.direction, self.offset)
+        return ref
 
     def get(self, name: str) -> Any:
         """Value of a top-level field by name (None when absent)."""
@@ -171,7 +217,12 @@ Event = Frame | Finding
 
 
 class Connection:
-    """Per-connection dissector state. Subclass and implement the three methods."""
+    """Per-connection dissector state. Subclass and implement ``feed`` (and ``gap``, ``end``,
+    ``tick``, ``snapshot`` as the protocol needs).
+
+    State must be plain data so that :meth:`snapshot` can return it and
+    :meth:`Dissector.resume` can continue from it (see :mod:`dissectors.kit.state`).
+    """
 
     #: The protocol variant seen so far (e.g. ``"2020-draft"``), or None when plain/unknown.
     dialect: str | None = None
@@ -187,6 +238,19 @@ class Connection:
     def end(self, ts: float) -> Iterable[Event]:
         """No more data will come in either direction (capture end, FIN/RST on both sides)."""
         return ()
+
+    def tick(self, ts: float) -> Iterable[Event]:
+        """Capture time has advanced to ``ts`` without bytes for this connection: time-driven
+        checks (heartbeat silence, request timeouts) report here. Called at :meth:`deadline`."""
+        return ()
+
+    def deadline(self) -> float | None:
+        """The capture time at which :meth:`tick` could report something, or None."""
+        return None
+
+    def snapshot(self) -> dict[str, Any]:
+        """The connection's whole state as JSON-serialisable data (see :meth:`Dissector.resume`)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot be snapshotted")
 
 
 class Dissector:
@@ -204,8 +268,20 @@ class Dissector:
         """New state for one TCP connection; ``midstream`` when the capture missed its start."""
         raise NotImplementedError
 
+    def resume(self, state: dict[str, Any]) -> Connection:
+        """A connection that continues exactly where the one that made ``state`` stopped."""
+        raise NotImplementedError(f"{self.name} cannot resume a snapshot")
+
     def rules(self) -> Sequence[Rule]:
         return ()
 
     def commands(self) -> Sequence[CommandDoc]:
+        return ()
+
+    def machines(self) -> Sequence[Any]:
+        """The protocol's state machines (kit ``Machine`` tables), for `streamproto protocols`."""
+        return ()
+
+    def fields(self) -> Sequence[Any]:
+        """The protocol's field catalogue (``FieldDef`` entries), for `streamproto fields`."""
         return ()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import struct
 from pathlib import Path
 
@@ -55,12 +56,15 @@ def test_jsonl_contract(capture: Path):
     assert first["frame"] == first["packets"][1] == 4 and first["direction"] == "c2s"
     assert first["src"] == "10.1.1.1:50000" and first["protocol"] == "toy" and first["size"] == 12
     assert first["fields"] == {"line": "HELLO world"}
+    fingerprint = frames[1]["findings"][0].pop("fingerprint")
+    assert re.fullmatch(r"[0-9a-f]{16}", fingerprint)
     assert frames[1]["findings"] == [{"id": "toy.line.bad", "severity": "warning", "category": "value",
                                       "message": "bad line"}]
     assert frames[2]["fields"]["line"] == "4f4b20fffe"  # not UTF-8: hex
     gap = [f for f in findings if f["id"] == "tcp.gap"]
     assert len(gap) == 1 and gap[0]["flow"] == 2 and gap[0]["severity"] == "warning"
-    assert set(gap[0]) == {"type", "flow", "frame", "id", "severity", "category", "message"}
+    assert set(gap[0]) == {"type", "flow", "frame", "id", "severity", "category", "message",
+                           "fingerprint"}
 
 
 def test_tree_is_plain_text_when_not_a_terminal(capture: Path):

@@ -5,7 +5,7 @@ import struct
 from hypothesis import given
 from hypothesis import strategies as st
 
-from analyzer.framing import ByteQueue
+from dissectors.kit.framing import ByteQueue
 
 MAGIC = b"\xab\xcd"
 

@@ -16,7 +16,7 @@ from analyzer.api import (
     Severity,
     Sniff,
 )
-from analyzer.framing import ByteQueue
+from dissectors.kit.framing import ByteQueue
 
 BAD_LINE = Rule("toy.line.bad", Severity.WARNING, Category.VALUE, "A line starting with BAD")
 GAPPED = Rule("toy.stream.gap", Severity.NOTE, Category.CAPTURE, "The toy stream lost bytes")

@@ -12,7 +12,6 @@ from typing import Any
 
 from analyzer.api import Connection as BaseConnection
 from analyzer.api import Direction, Event, Field, Finding, Frame, Severity
-from analyzer.framing import ByteQueue, Piece
 from dissectors.amqp091 import methods as M
 from dissectors.amqp091 import rules as R
 from dissectors.amqp091.codes import (
@@ -43,6 +42,7 @@ from dissectors.amqp091.state import (
     Content,
 )
 from dissectors.amqp091.wire import TableNotes
+from dissectors.kit.framing import ByteQueue, Piece
 from dissectors.schema import DecodeError
 
 C2S, S2C = Direction.C2S, Direction.S2C

@@ -35,6 +35,7 @@ class LazyFrame(Frame):
         self.findings = findings
         self.dialect = None
         self.data = data
+        self.ref = None
         self.flow = 0
         self.packets = (0, 0)
         self.ts = 0.0

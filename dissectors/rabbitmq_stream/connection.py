@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from analyzer.api import Connection, Direction, Event, Field, Finding, Frame, Severity
-from analyzer.framing import ByteQueue, Piece
+from dissectors.kit.framing import ByteQueue, Piece
 from dissectors.rabbitmq_stream import rules as R
 from dissectors.rabbitmq_stream.chunk import ChunkInfo, ChunkProblem, decode_chunk
 from dissectors.rabbitmq_stream.draft import DIALECT as DRAFT

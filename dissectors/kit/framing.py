@@ -10,6 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from analyzer.api import Finding, Rule
+from dissectors.kit.state import plain_state
+
 #: ``measure(buf, pos)`` -> total length of the frame at ``pos``; 0 = need more bytes to tell;
 #: -1 = not a frame start (the stream is out of sync).
 Measure = Callable[[memoryview, int], int]
@@ -27,10 +30,15 @@ class Piece:
     junk: bool = False
 
 
+@plain_state
 class ByteQueue:
     """Ordered bytes of one direction, addressed by stream offset."""
 
     __slots__ = ("_buf", "_pos", "_base", "synced")
+
+    #: Bytes buffered beyond this while waiting for the rest of one frame are given up as
+    #: unframeable: a length from the wire never makes the queue grow without bound.
+    LIMIT = 64 << 20
 
     def __init__(self, synced: bool = True) -> None:
         self._buf = bytearray()
@@ -104,3 +112,75 @@ class ByteQueue:
             del self._buf[:self._pos]
             self._base += self._pos
             self._pos = 0
+
+
+@plain_state
+class Framer:
+    """One direction of a length-prefixed protocol: cuts whole frames, resynchronises after junk,
+    reports junk once per run (when the next frame or the end comes) and an incomplete frame at the
+    end, and stays quiet about bytes a capture gap or a mid-stream start explains.
+
+    ``cut`` yields :class:`Piece` objects for frames and :class:`Finding` objects for junk runs, in
+    stream order. ``measure`` may set :attr:`reason` to say why the bytes at a position are no
+    frame start; the reason goes into the junk finding.
+    """
+
+    __slots__ = ("queue", "midstream", "seen_frame", "after_gap", "junk_at", "junk_len", "reason", "label")
+
+    def __init__(self, label: str, synced: bool = True) -> None:
+        self.queue = ByteQueue(synced=synced)
+        self.label = label  # "c2s" / "s2c", for messages
+        self.midstream = not synced
+        self.seen_frame = False
+        self.after_gap = False
+        self.junk_at = -1  # stream offset of the junk run being accumulated, -1 when none
+        self.junk_len = 0
+        self.reason = ""
+
+    def cut(self, data: bytes, measure: Measure, resync: Resync, junk_rule: Rule) -> Iterator[Piece | Finding]:
+        q = self.queue
+        q.append(data)
+        for piece in q.cut(measure, resync):
+            if piece.junk:
+                self._junk(piece)
+                continue
+            self.seen_frame = True
+            self.after_gap = False
+            if self.junk_at >= 0:
+                yield self._junk_finding(junk_rule)
+            yield piece
+        if len(q) > ByteQueue.LIMIT:
+            self._junk(q.drain())  # type: ignore[arg-type]
+            q.synced = False
+
+    def lost(self, length: int) -> None:
+        """A capture hole: the partial frame before it is useless, the bytes after it until the next
+        frame start are explained by the hole (the engine reports it)."""
+        self.queue.lost(length)
+        self.after_gap = True
+
+    def end(self, junk_rule: Rule, incomplete_rule: Rule) -> list[Finding]:
+        out: list[Finding] = []
+        if self.junk_at >= 0:
+            out.append(self._junk_finding(junk_rule))
+        piece = self.queue.drain()
+        if piece is not None and piece.data:
+            out.append(incomplete_rule(f"{self.label}: the capture ends {len(piece.data)} bytes into a frame at "
+                                       f"stream offset {piece.offset}"))
+        return out
+
+    def _junk(self, piece: Piece) -> None:
+        if (self.midstream and not self.seen_frame) or self.after_gap:
+            # Joining a connection midway, or after a hole: the first bytes are the tail of an unseen frame.
+            self.reason = ""
+            return
+        if self.junk_at < 0:
+            self.junk_at, self.junk_len = piece.offset, 0
+        self.junk_len += len(piece.data)
+
+    def _junk_finding(self, rule: Rule) -> Finding:
+        reason, self.reason = self.reason, ""
+        at, n = self.junk_at, self.junk_len
+        self.junk_at, self.junk_len = -1, 0
+        return rule(f"{self.label}: {n} bytes at stream offset {at} skipped to resynchronise"
+                    + (f" ({reason})" if reason else ""))
