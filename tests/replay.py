@@ -1,0 +1,120 @@
+"""Record what the engine hands a dissector, then replay it: straight, or cut by a snapshot.
+
+``record(path)`` runs a capture through the real engine with every dissector wrapped, and returns
+per conversation the dissector name, whether it started mid-stream, and the exact sequence of
+calls (feed, gap, tick, end). ``replay`` runs such a sequence on a fresh connection; with
+``cut_at`` it snapshots after that many calls, sends the snapshot through JSON, resumes, and
+goes on. Outputs are compared in a normal form that covers everything a renderer shows.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from analyzer.api import Connection, Dissector, Event, Finding, Frame
+from analyzer.capture import read_packets
+from analyzer.engine import Analyzer
+from analyzer.jsonout import fields_json
+from analyzer.registry import load_dissectors
+
+Call = tuple[str, tuple[Any, ...]]
+
+
+@dataclass
+class Recorded:
+    protocol: str
+    midstream: bool
+    calls: list[Call] = field(default_factory=list)
+
+
+class _Recorder(Connection):
+    def __init__(self, inner: Connection, log: Recorded) -> None:
+        self.inner = inner
+        self.log = log
+
+    @property
+    def dialect(self) -> str | None:  # type: ignore[override]
+        return self.inner.dialect
+
+    def feed(self, direction, data, ts):  # type: ignore[no-untyped-def]
+        self.log.calls.append(("feed", (direction, bytes(data), ts)))
+        return self.inner.feed(direction, data, ts)
+
+    def gap(self, direction, length, ts):  # type: ignore[no-untyped-def]
+        self.log.calls.append(("gap", (direction, length, ts)))
+        return self.inner.gap(direction, length, ts)
+
+    def tick(self, ts):  # type: ignore[no-untyped-def]
+        self.log.calls.append(("tick", (ts,)))
+        return self.inner.tick(ts)
+
+    def deadline(self):  # type: ignore[no-untyped-def]
+        return self.inner.deadline()
+
+    def end(self, ts):  # type: ignore[no-untyped-def]
+        self.log.calls.append(("end", (ts,)))
+        return self.inner.end(ts)
+
+
+class _Wrapping(Dissector):
+    def __init__(self, inner: Dissector, logs: list[Recorded]) -> None:
+        self.inner = inner
+        self.logs = logs
+        self.name = inner.name  # type: ignore[misc]
+        self.title = inner.title  # type: ignore[misc]
+        self.default_ports = inner.default_ports  # type: ignore[misc]
+
+    def sniff(self, data):  # type: ignore[no-untyped-def]
+        return self.inner.sniff(data)
+
+    def connection(self, midstream: bool) -> Connection:
+        log = Recorded(self.inner.name, midstream)
+        self.logs.append(log)
+        return _Recorder(self.inner.connection(midstream), log)
+
+
+def record(path: str) -> list[Recorded]:
+    logs: list[Recorded] = []
+    wrapped = {name: _Wrapping(d, logs) for name, d in load_dissectors().items()}
+    for _ in Analyzer(wrapped).run(read_packets(path)):  # type: ignore[arg-type]
+        pass
+    return logs
+
+
+def normal(events: Iterable[Event]) -> list[Any]:
+    """Everything a renderer shows of a dissector's output, as comparable plain data."""
+    out: list[Any] = []
+    for ev in events:
+        if isinstance(ev, Frame):
+            out.append(["frame", str(ev.direction), ev.offset, ev.size, ev.command, ev.code, ev.info, ev.dialect,
+                        json.dumps(fields_json(ev.fields), sort_keys=True, default=repr),
+                        [_finding(f) for f in ev.findings]])
+        else:
+            out.append(_finding(ev))
+    return out
+
+
+def _finding(f: Finding) -> list[Any]:
+    return ["finding", f.id, str(f.severity), f.message, list(f.related) if f.related is not None else None,
+            f.command, f.field]
+
+
+def replay(dissector: Dissector, rec: Recorded, cut_at: int | None = None) -> list[Any]:
+    conn = dissector.connection(rec.midstream)
+    out: list[Any] = []
+    for i, (name, args) in enumerate(rec.calls):
+        if cut_at is not None and i == cut_at:
+            state = json.loads(json.dumps(conn.snapshot()))
+            conn = dissector.resume(state)
+        out.extend(normal(getattr(conn, name)(*args) or ()))
+    return out
+
+
+def cut_points(n: int, rng: Any, k: int = 6) -> Sequence[int]:
+    """A few cut positions: the first and last calls and random ones between."""
+    points = {0, max(n - 1, 0), n // 2}
+    points.update(rng.randrange(n) for _ in range(k) if n)
+    return sorted(points)
