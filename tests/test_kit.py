@@ -1,0 +1,189 @@
+"""The dissector kit's mechanisms on their own: each one as every dissector will use it."""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import pytest
+
+from analyzer.api import Category, Direction, FrameRef, Rule, Severity
+from dissectors import kit
+from dissectors.kit import rules as families
+from dissectors.kit.catalog import Catalog, FieldDef, int_type, snake
+from dissectors.kit.state import StateError, decode, encode
+
+C2S, S2C = Direction.C2S, Direction.S2C
+R = kit.RuleSet("proto")
+UNANSWERED = R.family(families.CORRELATION_UNANSWERED)
+DUPLICATE = R.family(families.CORRELATION_DUPLICATE)
+LIMIT = R.family(families.LIMIT_EXCEEDED)
+SILENCE = R.family(families.HEARTBEAT_SILENCE)
+ORDER = R.family(families.HANDSHAKE_ORDER)
+INCOMPLETE = R.family(families.HANDSHAKE_INCOMPLETE)
+
+
+def roundtrip(value):
+    return decode(json.loads(json.dumps(encode(value))))
+
+
+def test_plain_state_round_trips_what_json_lacks():
+    value = {1: {"a", "b"}, "t": (1, (2, 3)), "b": b"\x00\xff", "ba": bytearray(b"xy"), "d": C2S,
+             (1, "k"): [None, 1.5, float("inf")], "$x": 1}
+    back = roundtrip(value)
+    assert back == value
+    assert type(back["ba"]) is bytearray and type(back["t"]) is tuple and back["d"] is C2S
+
+
+def test_plain_state_refuses_what_cannot_resume():
+    for bad in (struct.Struct(">I"), lambda: 1, object()):
+        with pytest.raises(StateError):
+            encode({"x": bad})
+
+
+def test_registered_objects_round_trip_without_transients():
+    @kit.plain_state
+    class Thing:
+        TRANSIENT = ("cache",)
+
+        def __init__(self) -> None:
+            self.n = 3
+            self.q = kit.ByteQueue()
+            self.q.append(b"abc")
+            self.cache = struct.Struct(">I")
+
+        def _rebuild(self) -> None:
+            self.cache = struct.Struct(">I")
+
+    back = roundtrip(Thing())
+    assert isinstance(back, Thing) and back.n == 3 and len(back.q) == 3 and back.cache.size == 4
+
+
+def test_correlator_by_id_pairs_reports_duplicates_and_unanswered():
+    c = kit.Correlator.by_id()
+    ref = FrameRef.of("c2s", 0, 11)
+    assert c.request(C2S, 1, "Open", ref, 1.0) is None
+    dup = c.request(C2S, 1, "Create", FrameRef.of("c2s", 20, 12), 2.0, duplicate=DUPLICATE)
+    assert dup is not None and dup.id == "proto.correlation.duplicate"
+    c.request(C2S, 2, "Delete", FrameRef.of("c2s", 40, 13), 3.0, extra={"stream": "s"})
+    got = c.response(S2C, 2)
+    assert got is not None and got[0] == "Delete" and got[3] == {"stream": "s"}
+    assert c.response(S2C, 2) is None  # answered once
+    c = roundtrip(c)
+    left = c.unanswered(UNANSWERED, lambda d, k, p: f"{p[0]} {k}")
+    assert [(f.message, f.related) for f in left] == [("Create 1", ["c2s", 20, 12])]
+
+
+def test_correlator_in_order_pairs_oldest_first_per_key():
+    c = kit.Correlator.in_order()
+    c.request(C2S, 1, "a", None, 0.0)
+    c.request(C2S, 1, "b", None, 0.0)
+    c.request(C2S, 2, "c", None, 0.0)
+    assert c.response(S2C, 1)[0] == "a"
+    assert c.response(S2C, 2)[0] == "c"
+    assert c.response(S2C, 2) is None
+    assert c.outstanding(C2S) == 1
+
+
+def test_correlator_is_bounded_and_then_stops_judging():
+    c = kit.Correlator.by_id(limit=3)
+    found = [c.request(C2S, i, "r", None, float(i), limit_rule=LIMIT) for i in range(10)]
+    assert [f.id for f in found if f] == ["proto.limit.exceeded"]
+    assert c.outstanding(C2S) == 3 and sorted(c.out["c2s"]) == [7, 8, 9]
+    assert c.unanswered(UNANSWERED, lambda *a: "x") == []
+
+
+def test_silence_fires_at_its_deadline_once():
+    s = kit.Silence()
+    assert s.deadline() is None
+    s.start(10, 100.0)
+    s.seen(C2S, 105.0, FrameRef.of("c2s", 0, 5))
+    s.seen(S2C, 101.0)
+    assert s.deadline() == 121.0
+    assert s.due(120.9, SILENCE) == []
+    first = s.due(121.5, SILENCE)
+    assert [f.message.split()[1] for f in first] == ["server"]
+    assert s.deadline() == 125.0 and s.due(124.0, SILENCE) == []
+    (client,) = s.due(125.5, SILENCE)
+    assert client.related == ["c2s", 0, 5]
+    assert client.message == "the client sent nothing for 20.5 s (heartbeat 10 s)"
+    assert s.deadline() is None and s.due(200.0, SILENCE) == []
+    s.seen(C2S, 201.0)
+    assert s.deadline() == 221.0
+
+
+HANDSHAKE = kit.Machine("handshake", start="idle", rule=ORDER, incomplete=INCOMPLETE, final=frozenset({"open"}),
+                        ignore=frozenset({"Heartbeat"}), rows={
+                            ("idle", "c2s", "Hello"): "hello",
+                            ("hello", "s2c", "Welcome"): "open",
+                            (kit.ANY, "c2s", "Close"): "closed",
+                        })
+
+
+def test_machine_table_drives_the_checks():
+    state, bad = HANDSHAKE.step("idle", "c2s", "Hello")
+    assert (state, bad) == ("hello", None)
+    state, bad = HANDSHAKE.step(state, "c2s", "Hello")
+    assert state == "hello" and bad is not None and bad.id == "proto.handshake.order"
+    assert "Welcome (server)" in bad.message
+    assert HANDSHAKE.step("hello", "s2c", "Heartbeat") == ("hello", None)
+    assert HANDSHAKE.step("open", "c2s", "Close") == ("closed", None)
+    assert HANDSHAKE.at_end("open") is None
+    assert HANDSHAKE.at_end("hello").id == "proto.handshake.incomplete"
+    assert any("Welcome" in line for line in HANDSHAKE.describe())
+
+
+def test_sequencer_counts_fragments_to_the_announced_size():
+    s = kit.Sequencer()
+    rule = R.family(families.CONTENT_INCOMPLETE)
+    s.start(1, "publish", 10, FrameRef.of("c2s", 0, 1))
+    assert s.add(1, 4) == (["publish", 10, 4, ["c2s", 0, 1]], False)
+    s = roundtrip(s)
+    assert s.add(2, 4) == (None, False)
+    s.start(3, "deliver", 5, None)
+    assert s.add(1, 6)[1] is True and s.expecting(1) is None
+    assert [f.message for f in s.incomplete(rule)] == ["deliver on 3 ended after 0 of 5 bytes"]
+
+
+def test_framer_reports_junk_once_per_run_and_the_incomplete_tail():
+    def measure(buf, pos):
+        if len(buf) - pos < 1:
+            return 0
+        n = buf[pos]
+        return n if 2 <= n <= 9 else -1
+
+    def resync(buf, pos):
+        for i in range(pos, len(buf)):
+            if 2 <= buf[i] <= 9:
+                return i, True
+        return len(buf), False
+
+    junk, incomplete = R.family(families.FRAMING_RESYNC), R.family(families.FRAMING_INCOMPLETE)
+    f = kit.Framer("c2s")
+    out = list(f.cut(b"\x02a\xff\xfe", measure, resync, junk))
+    out += list(roundtrip(f).cut(b"\xfd\x03bc\x05", measure, resync, junk))
+    assert [type(x).__name__ for x in out] == ["Piece", "Finding", "Piece"]
+    assert out[1].message == "c2s: 3 bytes at stream offset 2 skipped to resynchronise"
+    f2 = kit.Framer("c2s")
+    list(f2.cut(b"\x02a\x05ab", measure, resync, junk))
+    assert [x.id for x in f2.end(junk, incomplete)] == ["proto.framing.incomplete"]
+
+
+def test_rules_one_id_once_and_families_keep_their_severity():
+    rs = kit.RuleSet("p")
+    r = rs.family(families.FRAMING_RESYNC)
+    assert r == Rule("p.framing.resync", Severity.WARNING, Category.MALFORMED, families.FRAMING_RESYNC.description)
+    with pytest.raises(ValueError):
+        rs.family(families.FRAMING_RESYNC)
+
+
+def test_catalogue_names_and_types():
+    assert snake("delivery-tag") == "delivery_tag" and snake("DeclarePublisher") == "declare_publisher"
+    assert int_type(">H") == "uint16" and int_type("<q") == "int64"
+    cat = Catalog("p")
+    cat.add("publish.publisher_id", "uint8")
+    assert cat.add("publish.publisher_id", "uint8") is cat.get("p.publish.publisher_id")
+    with pytest.raises(ValueError):
+        cat.add("publish.publisher_id", "uint16")
+    with pytest.raises(ValueError):
+        FieldDef("p.Bad-Name", "uint8")
