@@ -181,8 +181,10 @@ def flows(
 @app.command()
 def protocols(
     commands: Annotated[bool, typer.Option("--commands/--no-commands", help="List each protocol's commands")] = True,
+    machines: Annotated[bool, typer.Option("--machines/--no-machines",
+                                           help="Print each protocol's state machines as transition tables")] = True,
 ) -> None:
-    """The registered dissectors, their ports and commands."""
+    """The registered dissectors, their ports, commands and state machines."""
     out = Output()
     for d in load_dissectors().values():
         ports = ", ".join(str(p) for p in d.default_ports) or "-"
@@ -191,6 +193,10 @@ def protocols(
             rows = [[c.code, c.name, c.direction, c.versions, c.fields] for c in d.commands()]
             if rows:
                 table(_Indented(out), ["code", "command", "dir", "versions", "fields"], rows)
+        if machines:
+            for machine in d.machines():
+                for text in machine.describe():
+                    out.line(("    " + text, None))
         out.line(("", None))
 
 
@@ -217,6 +223,25 @@ def rules(
         return
     table(Output(), ["id", "severity", "category", "description"],
           [[r.id, r.severity, r.category, r.description] for _, r in all_rules])
+
+
+@app.command()
+def fields(
+    protocol: Annotated[str | None, typer.Argument(help="Only this protocol's fields", show_default=False)] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="JSON Lines, one object per field")] = False,
+) -> None:
+    """The field catalogue: every field's dotted name, type and description (like `tshark -G fields`)."""
+    known = load_dissectors()
+    if protocol is not None and protocol not in known:
+        raise fail(f"unknown protocol {protocol!r} (known: {', '.join(sorted(known)) or 'none'})")
+    defs = [f for d in known.values() if protocol in (None, d.name) for f in d.fields()]
+    if json_out:
+        for f in defs:
+            sys.stdout.write(dumps({"name": f.name, "type": f.type, "repeated": f.repeated,
+                                    "description": f.description}) + "\n")
+        return
+    table(Output(), ["field", "type", "description"],
+          [[f.name, f.type + ("[]" if f.repeated else ""), f.description] for f in defs])
 
 
 def main() -> None:
