@@ -176,7 +176,7 @@ def test_error_responses_carry_the_expected_codes() -> None:
              next(x for x in f.fields if x.name == "stream_metadata").children or ()]
     assert codes.count(0x02) == 3  # stream_exists("sp-missing") and the producer's two lookups
     ids = Counter(f.id for f in findings(name))
-    assert ids["rabbitmq_stream.response.error"] >= 7
+    assert ids["rabbitmq_stream.response.refused"] >= 7
     f = facts()[name]
     assert f["query_offset"] == "OffsetNotFound" and f["create_existing"] == "StreamAlreadyExists"
 

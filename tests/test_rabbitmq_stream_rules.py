@@ -138,7 +138,7 @@ def test_size_below_four_resyncs() -> None:
     s.c(b"\0\0\0\x02\xff\xff")
     s.c(request("Heartbeat"))
     events = run(s)
-    got = only(events, R.FRAME_TOO_SMALL.id)
+    got = only(events, R.JUNK.id)
     assert len(got) == 1 and got[0][0] is None and "below 4" in got[0][1].message
     assert [e.command for e in events if isinstance(e, Frame)][-1] == "Heartbeat"
 
@@ -277,8 +277,10 @@ def test_unanswered_request_reported_at_end() -> None:
     events = run(s)
     got = only(events, R.UNANSWERED.id)
     assert len(got) == 1 and got[0][0] is None
-    related = got[0][1].related
-    assert isinstance(related, Frame) and related.command == "StreamStats"
+    related = got[0][1].related  # a reference [direction, stream offset, packet], never the frame itself
+    assert related is not None and not isinstance(related, Frame)
+    assert [e.command for e in events if isinstance(e, Frame) and [str(e.direction), e.offset] == related[:2]] == \
+        ["StreamStats"]
     assert events[-1] is got[0][1]
 
 
@@ -309,19 +311,19 @@ def test_server_close_answered_is_clean() -> None:
 
 
 # ------------------------------------------------------------------------------------ responses
-@pytest.mark.parametrize(("code", "name", "severity"), [
-    (0x02, "STREAM_DOES_NOT_EXIST", Severity.NOTE),
-    (0x05, "STREAM_ALREADY_EXISTS", Severity.NOTE),
-    (0x10, "ACCESS_REFUSED", Severity.NOTE),
-    (0x11, "PRECONDITION_FAILED", Severity.WARNING),
-    (0x12, "PUBLISHER_DOES_NOT_EXIST", Severity.WARNING),
-    (0x13, "NO_OFFSET", Severity.NOTE),
+@pytest.mark.parametrize(("code", "name", "severity", "rule"), [
+    (0x02, "STREAM_DOES_NOT_EXIST", Severity.NOTE, R.REFUSED.id),
+    (0x05, "STREAM_ALREADY_EXISTS", Severity.NOTE, R.REFUSED.id),
+    (0x10, "ACCESS_REFUSED", Severity.NOTE, R.REFUSED.id),
+    (0x11, "PRECONDITION_FAILED", Severity.WARNING, R.ERROR_RESPONSE.id),
+    (0x12, "PUBLISHER_DOES_NOT_EXIST", Severity.WARNING, R.ERROR_RESPONSE.id),
+    (0x13, "NO_OFFSET", Severity.NOTE, R.REFUSED.id),
 ])
-def test_error_response(code: int, name: str, severity: Severity) -> None:
+def test_error_response(code: int, name: str, severity: Severity, rule: str) -> None:
     s = opened()
     s.c(request("Create", correlation_id=70, stream="s", arguments={}))
     s.s(response("Create", correlation_id=70, response_code=code))
-    got = only(run(s), R.ERROR_RESPONSE.id)
+    got = only(run(s), rule)
     assert len(got) == 1 and name in got[0][1].message and got[0][1].severity is severity
 
 
@@ -360,7 +362,7 @@ def test_metadata_response_per_stream_codes() -> None:
     s.c(request("Metadata", correlation_id=9, streams=["gone"]))
     s.s(response("Metadata", correlation_id=9, brokers=[], stream_metadata=[
         {"stream": "gone", "response_code": 2, "leader_reference": 0xFFFF, "replicas": []}]))
-    got = only(run(s), R.ERROR_RESPONSE.id)
+    got = only(run(s), R.REFUSED.id)
     assert "STREAM_DOES_NOT_EXIST" in got[0][1].message and "'gone'" in got[0][1].message
 
 
@@ -410,7 +412,7 @@ def test_error_publish_frees_the_publisher_id() -> None:
     s.s(response("DeclarePublisher", correlation_id=10, response_code=2))
     s.c(request("Publish", publisher_id=1, messages=[{"publishing_id": 1, "message": b"x"}]))
     ids = [f.id for f in all_findings(run(s))]
-    assert ids == [R.ERROR_RESPONSE.id, R.UNKNOWN_PUBLISHER.id]
+    assert ids == [R.REFUSED.id, R.UNKNOWN_PUBLISHER.id]
 
 
 def test_deliver_for_unknown_subscription() -> None:
@@ -443,7 +445,7 @@ def test_unsubscribe_race_after_metadata_update_is_a_note() -> None:
     s.c(request("Unsubscribe", correlation_id=21, subscription_id=0))
     s.s(response("Unsubscribe", correlation_id=21, response_code=4))
     found = all_findings(run(s))
-    assert [f.id for f in found] == [R.ERROR_RESPONSE.id, R.ERROR_RESPONSE.id]
+    assert [f.id for f in found] == [R.REFUSED.id, R.REFUSED.id]
     assert all(f.severity is Severity.NOTE for f in found)
 
 

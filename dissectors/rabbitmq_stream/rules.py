@@ -1,74 +1,80 @@
-"""Every conformance rule the RabbitMQ Stream dissector can report (stable ids)."""
+"""Every conformance rule the RabbitMQ Stream dissector can report (stable ids).
+
+Concepts every protocol shares come from the kit's rule families (``rabbitmq_stream.framing.*``,
+``.correlation.*``, ``.heartbeat.silence``, ``.handshake.order``, ``.limit.exceeded``); the rest are
+the protocol's own. Each rule has one severity: a refusal the server may give in normal operation
+(``response.refused``, a note) and one that points at a client mistake (``response.error``, a
+warning) are two rules.
+"""
 
 from __future__ import annotations
 
 from analyzer.api import Category, Rule, Severity
+from dissectors.kit import rules as K
+from dissectors.kit.rules import RuleSet
 
-P = "rabbitmq_stream"
 E, W, N = Severity.ERROR, Severity.WARNING, Severity.NOTE
+_RS = RuleSet("rabbitmq_stream")
 
-FRAME_TOO_SMALL = Rule(f"{P}.size.too_small", E, Category.MALFORMED,
-                       "Frame Size below 4 (no room for Key and Version); the stream is resynchronised")
-FRAME_TRUNCATED = Rule(f"{P}.size.truncated", E, Category.MALFORMED,
-                       "Frame Size too small for the fields its command needs")
-FRAME_TRAILING = Rule(f"{P}.size.trailing", W, Category.SIZE,
-                      "Bytes left in the frame after every field of its command")
-FRAME_MAX = Rule(f"{P}.size.frame_max", W, Category.SIZE,
-                 "Frame larger than the negotiated frame_max (Deliver is exempt: the server sends whole chunks)")
-PRE_OPEN_FRAME = Rule(f"{P}.size.pre_open", N, Category.SIZE,
-                      "Client frame before Open with a Size above 8192: RabbitMQ 4.3.5+ closes the connection "
-                      "(stream.initial_frame_max); older brokers accept it")
-FRAME_INCOMPLETE = Rule(f"{P}.size.incomplete", W, Category.TRUNCATED,
-                        "The capture ends inside a frame")
-JUNK = Rule(f"{P}.stream.resync", W, Category.MALFORMED,
-            "Bytes that do not form a frame were skipped to find the next frame start")
-UNKNOWN_KEY = Rule(f"{P}.key.unknown", W, Category.UNKNOWN, "Unknown command key")
-UNKNOWN_VERSION = Rule(f"{P}.key.unknown_version", W, Category.UNKNOWN, "Known command key with an unknown version")
-WRONG_DIRECTION = Rule(f"{P}.key.wrong_direction", W, Category.SEQUENCE,
-                       "A command sent by the side that must not send it")
-HANDSHAKE_ORDER = Rule(f"{P}.handshake.out_of_order", W, Category.HANDSHAKE,
-                       "Handshake out of order: PeerProperties, SaslHandshake, SaslAuthenticate, Tune (server first), "
-                       "Open, and nothing else before Open")
-UNKNOWN_RESPONSE = Rule(f"{P}.correlation.unknown_response", W, Category.CORRELATION,
-                        "Response whose correlation id no outstanding request used")
-KEY_MISMATCH = Rule(f"{P}.correlation.key_mismatch", E, Category.CORRELATION,
-                    "Response key does not match the key of the request with that correlation id")
-UNANSWERED = Rule(f"{P}.correlation.unanswered", W, Category.CORRELATION,
-                  "Request never answered before the capture ended")
-DUPLICATE_CORR = Rule(f"{P}.correlation.reused", W, Category.CORRELATION,
-                      "Request reuses the correlation id of a request still waiting for its response")
-ERROR_RESPONSE = Rule(f"{P}.response.error", N, Category.RESPONSE,
-                      "Non-OK response code (warning when it signals a client mistake)")
-UNKNOWN_CODE = Rule(f"{P}.response.unknown_code", W, Category.UNKNOWN, "Response code not defined by the protocol")
-UNKNOWN_PUBLISHER = Rule(f"{P}.publish.unknown_publisher", W, Category.SEQUENCE,
-                         "Publish for a publisher id never declared on this connection")
-UNKNOWN_PUBLISHING_ID = Rule(f"{P}.publish.unknown_publishing_id", W, Category.CORRELATION,
-                             "PublishConfirm/PublishError for a publishing id that was not published (or already "
-                             "confirmed)")
-UNKNOWN_SUBSCRIPTION = Rule(f"{P}.deliver.unknown_subscription", W, Category.SEQUENCE,
-                            "Deliver for a subscription id never subscribed on this connection")
-NO_CREDIT = Rule(f"{P}.deliver.credit_exhausted", W, Category.SEQUENCE,
-                 "Deliver beyond the credit the client granted (credit would go negative)")
-CRC_MISMATCH = Rule(f"{P}.chunk.crc_mismatch", E, Category.CHECKSUM,
-                    "Chunk CRC-32 does not match its data section")
-CHUNK_MALFORMED = Rule(f"{P}.chunk.malformed", E, Category.MALFORMED,
-                       "Chunk header and entries disagree (magic, lengths, entry or record counts)")
-CHUNK_COMPRESSED = Rule(f"{P}.chunk.compressed", N, Category.VALUE,
-                        "A compressed sub-batch is shown undecoded (its codec library is not installed)")
-HEARTBEAT_SILENCE = Rule(f"{P}.heartbeat.silence", W, Category.SEQUENCE,
-                         "A side stayed silent longer than twice the negotiated heartbeat interval")
-CLOSE_UNANSWERED = Rule(f"{P}.close.unanswered", W, Category.SEQUENCE, "Close never answered by a CloseResponse")
-LEGACY_RESPONSE_KEY = Rule(f"{P}.response.legacy_key", N, Category.VALUE,
-                           "Route/Partitions response keyed without the response bit (RabbitMQ 3.9.0-3.11.0)")
+# framing
+JUNK = _RS.family(K.FRAMING_RESYNC, "Bytes that do not form a frame (Size below 4 or implausible, unknown key) were "
+                                    "skipped to find the next frame start")
+FRAME_INCOMPLETE = _RS.family(K.FRAMING_INCOMPLETE)
+FRAME_TRUNCATED = _RS.family(K.FRAMING_TRUNCATED, "Frame Size too small for the fields its command needs")
+FRAME_TRAILING = _RS.family(K.FRAMING_TRAILING)
+FRAME_MAX = _RS.own("size.frame_max", W, Category.SIZE,
+                    "Frame larger than the negotiated frame_max (Deliver is exempt: the server sends whole chunks)")
+PRE_OPEN_FRAME = _RS.own("size.pre_open", N, Category.SIZE,
+                         "Client frame before Open with a Size above 8192: RabbitMQ 4.3.5+ closes the connection "
+                         "(stream.initial_frame_max); older brokers accept it")
+# keys
+UNKNOWN_KEY = _RS.own("key.unknown", W, Category.UNKNOWN, "Unknown command key")
+UNKNOWN_VERSION = _RS.own("key.unknown_version", W, Category.UNKNOWN, "Known command key with an unknown version")
+WRONG_DIRECTION = _RS.own("key.wrong_direction", W, Category.SEQUENCE,
+                          "A command sent by the side that must not send it")
+# handshake
+HANDSHAKE_ORDER = _RS.family(K.HANDSHAKE_ORDER,
+                             "Handshake out of order: PeerProperties, SaslHandshake, SaslAuthenticate, Tune (server "
+                             "first), Open, and nothing else before Open")
+NO_CLIENT_TUNE = _RS.own("handshake.no_client_tune", N, Category.HANDSHAKE,
+                         "Open without the client's Tune (the broker accepts it)")
+# correlation
+UNKNOWN_RESPONSE = _RS.family(K.CORRELATION_UNKNOWN_RESPONSE,
+                              "Response whose correlation id no outstanding request used")
+KEY_MISMATCH = _RS.family(K.CORRELATION_MISMATCH,
+                          "Response key does not match the key of the request with that correlation id")
+UNANSWERED = _RS.family(K.CORRELATION_UNANSWERED)
+DUPLICATE_CORR = _RS.family(K.CORRELATION_DUPLICATE,
+                            "Request reuses the correlation id of a request still waiting for its response")
+CLOSE_UNANSWERED = _RS.own("close.unanswered", W, Category.SEQUENCE, "Close never answered by a CloseResponse")
+# responses
+ERROR_RESPONSE = _RS.own("response.error", W, Category.RESPONSE,
+                         "Non-OK response or closing code that signals a mistake of the client (bad credentials, "
+                         "unknown publisher or subscription, frame too large, ...)")
+REFUSED = _RS.own("response.refused", N, Category.RESPONSE,
+                  "Non-OK response code that is a normal outcome (stream already exists, no offset stored, "
+                  "access refused, ...)")
+UNKNOWN_CODE = _RS.own("response.unknown_code", W, Category.UNKNOWN, "Response code not defined by the protocol")
+LEGACY_RESPONSE_KEY = _RS.own("response.legacy_key", N, Category.VALUE,
+                              "Route/Partitions response keyed without the response bit (RabbitMQ 3.9.0-3.11.0)")
+# publishing and consuming
+UNKNOWN_PUBLISHER = _RS.own("publish.unknown_publisher", W, Category.SEQUENCE,
+                            "Publish for a publisher id never declared on this connection")
+UNKNOWN_PUBLISHING_ID = _RS.own("publish.unknown_publishing_id", W, Category.CORRELATION,
+                                "PublishConfirm/PublishError for a publishing id that was not published (or already "
+                                "confirmed)")
+UNKNOWN_SUBSCRIPTION = _RS.own("deliver.unknown_subscription", W, Category.SEQUENCE,
+                               "Deliver for a subscription id never subscribed on this connection")
+NO_CREDIT = _RS.own("deliver.credit_exhausted", W, Category.SEQUENCE,
+                    "Deliver beyond the credit the client granted (credit would go negative)")
+# chunks
+CRC_MISMATCH = _RS.own("chunk.crc_mismatch", E, Category.CHECKSUM, "Chunk CRC-32 does not match its data section")
+CHUNK_MALFORMED = _RS.own("chunk.malformed", E, Category.MALFORMED,
+                          "Chunk header and entries disagree (magic, lengths, entry or record counts)")
+CHUNK_COMPRESSED = _RS.own("chunk.compressed", N, Category.VALUE,
+                           "A compressed sub-batch is shown undecoded (its codec library is not installed)")
+# time and bounds
+HEARTBEAT_SILENCE = _RS.family(K.HEARTBEAT_SILENCE)
+LIMIT = _RS.family(K.LIMIT_EXCEEDED)
 
-RULES: tuple[Rule, ...] = (
-    FRAME_TOO_SMALL, FRAME_TRUNCATED, FRAME_TRAILING, FRAME_MAX, PRE_OPEN_FRAME, FRAME_INCOMPLETE, JUNK, UNKNOWN_KEY,
-    UNKNOWN_VERSION, WRONG_DIRECTION, HANDSHAKE_ORDER, UNKNOWN_RESPONSE, KEY_MISMATCH, UNANSWERED, DUPLICATE_CORR,
-    ERROR_RESPONSE, UNKNOWN_CODE, UNKNOWN_PUBLISHER, UNKNOWN_PUBLISHING_ID, UNKNOWN_SUBSCRIPTION, NO_CREDIT,
-    CRC_MISMATCH, CHUNK_MALFORMED, CHUNK_COMPRESSED, HEARTBEAT_SILENCE, CLOSE_UNANSWERED, LEGACY_RESPONSE_KEY,
-)
-
-#: Response codes that point at a mistake of the client (the rest are notes: normal outcomes such as
-#: "stream already exists" or "no offset stored").
-CLIENT_MISTAKES = frozenset({0x03, 0x04, 0x07, 0x08, 0x09, 0x0D, 0x0E, 0x11, 0x12, 0x14, 0x15})
-DRAFT_CLIENT_MISTAKES = frozenset({2, 3, 6, 7, 8, 12, 13, 16, 17})
+RULES: tuple[Rule, ...] = _RS.all()
