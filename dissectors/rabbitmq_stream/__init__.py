@@ -16,10 +16,16 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
+from typing import Any
 
 from analyzer.api import CommandDoc, Connection, Dissector, Rule, Sniff
+from dissectors.kit import Machine
+from dissectors.kit import state as kit_state
+from dissectors.kit.catalog import FieldDef
+from dissectors.rabbitmq_stream.catalog import CATALOG
 from dissectors.rabbitmq_stream.connection import StreamConnection
 from dissectors.rabbitmq_stream.draft import DRAFT_COMMANDS
+from dissectors.rabbitmq_stream.handshake import MACHINE
 from dissectors.rabbitmq_stream.layouts import COMMANDS, RESPONSE_BIT
 from dissectors.rabbitmq_stream.rules import RULES
 
@@ -64,8 +70,20 @@ class RabbitMQStreamDissector(Dissector):
     def connection(self, midstream: bool) -> Connection:
         return StreamConnection(midstream)
 
+    def resume(self, state: dict[str, Any]) -> Connection:
+        conn = kit_state.resume(state)
+        if not isinstance(conn, StreamConnection):
+            raise TypeError(f"not a {self.name} connection state")
+        return conn
+
     def rules(self) -> Sequence[Rule]:
         return RULES
+
+    def machines(self) -> Sequence[Machine]:
+        return (MACHINE,)
+
+    def fields(self) -> Sequence[FieldDef]:
+        return tuple(CATALOG)
 
     def commands(self) -> Sequence[CommandDoc]:
         docs: list[CommandDoc] = []

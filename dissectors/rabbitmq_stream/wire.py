@@ -199,9 +199,9 @@ class RouteStreams(WireType):
                 return f, new
         except DecodeError:
             pass
-        f, new = STRING.read(name, buf, off, end)
-        f.display = "single string (RabbitMQ 3.9)"
-        return f, new
+        f, new = STRING.read("[0]", buf, off, end)
+        # Still a list (of one), so the field keeps one JSON type whichever broker answered.
+        return Field(name, 1, off, new - off, "single string (RabbitMQ 3.9)", [f], True), new
 
     def write(self, value: Any) -> bytes:
         if isinstance(value, str) or value is None:
