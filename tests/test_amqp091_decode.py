@@ -18,7 +18,7 @@ from dissectors.amqp091.methods import BY_NAME, METHODS
 from dissectors.amqp091.wire import LONGSTR, OCTET, SHORTSTR, TABLE, Tagged
 from dissectors.schema import Bit, field_values
 
-HEAD = {"frame-type", "channel", "size", "class", "method", "publish-seq", "confirms", "message"}
+HEAD = {"frame_type", "channel", "size", "class", "method", "publish_seq", "confirms", "message", "response_time"}
 
 
 def decode_one(raw: bytes, direction: Direction = Direction.C2S) -> Frame:
@@ -72,7 +72,7 @@ def test_every_pamqp_method_is_known_by_the_same_name_and_layout(cls: type) -> N
     raw = E.method(meth.name, 0 if meth.class_id == 10 else 1, args)
     consumed, _ch, obj = pframe.unmarshal(raw)
     assert consumed == len(raw) and obj.name == meth.name
-    theirs = {("type" if k == "exchange_type" else k.rstrip("_").replace("_", "-")): v for k, v in obj}
+    theirs = {("type" if k == "exchange_type" else k.rstrip("_")): v for k, v in obj}
     for k, v in args.items():
         t = theirs[k]
         assert (dict(t) if isinstance(t, dict) else t) == v, k
@@ -110,12 +110,12 @@ def test_content_header_all_properties_against_pamqp() -> None:
 
     raw = pframe.marshal(ContentHeader(0, 123, props), 1)
     fr = decode_one(raw)
-    assert fr.get("body-size") == 123 and fr.get("delivery-mode") == 2 and fr.get("priority") == 5
+    assert fr.get("body_size") == 123 and fr.get("delivery_mode") == 2 and fr.get("priority") == 5
     assert fr.get("timestamp") == datetime(2023, 1, 2, 3, 4, 5, tzinfo=UTC)
-    assert fr.get("type") == "t" and fr.get("frame-type") == 2 and fr.get("reply-to") == "amq.rabbitmq.reply-to"
-    assert fr.get("cluster-id") is None  # pamqp leaves an empty cluster-id out
-    flags = next(f for f in fr.fields if f.name == "property-flags")
-    assert flags.value == 0xFFF8 and "content-type" in flags.display
+    assert fr.get("type") == "t" and fr.get("frame_type") == 2 and fr.get("reply_to") == "amq.rabbitmq.reply-to"
+    assert fr.get("cluster_id") is None  # pamqp leaves an empty cluster-id out
+    flags = next(f for f in fr.fields if f.name == "property_flags")
+    assert flags.value == 0xFFF8 and "content_type" in flags.display
 
 
 def test_protocol_header_names() -> None:
@@ -141,7 +141,7 @@ def test_commands_doc_lists_every_method() -> None:
     names = {c.name for c in docs}
     assert set(BY_NAME) <= names and {"ContentHeader", "ContentBody", "Heartbeat", "ProtocolHeader"} <= names
     publish = next(c for c in docs if c.name == "Basic.Publish")
-    assert publish.code == "60,40" and "routing-key:shortstr" in publish.fields and "+content" in publish.fields
+    assert publish.code == "60,40" and "routing_key:shortstr" in publish.fields and "+content" in publish.fields
 
 
 # --------------------------------------------------------------------------- robustness (hypothesis)

@@ -21,7 +21,8 @@ from dissectors.schema import field_values
 
 CAPS = Path(__file__).resolve().parent.parent / "captures" / "amqp091"
 ALL = sorted(p.stem for p in CAPS.glob("*.pcap"))
-HEAD = {"frame-type", "channel", "size", "class", "method", "publish-seq", "confirms", "message", "frame-end"}
+HEAD = {"frame_type", "channel", "size", "class", "method", "publish_seq", "confirms", "message", "response_time",
+        "frame_end"}
 
 
 @cache
@@ -62,24 +63,24 @@ def test_pamqp_decodes_every_frame_to_the_same_values(name: str) -> None:
             assert fr.command == "ContentBody" and len(obj.value) == fr.get("size")
             assert bytes(obj.value).startswith(fr.get("payload"))
         elif isinstance(obj, pheader.ContentHeader):
-            assert fr.command == "ContentHeader" and obj.body_size == fr.get("body-size")
+            assert fr.command == "ContentHeader" and obj.body_size == fr.get("body_size")
             props = ours(fr.fields)
-            props.pop("class-id"), props.pop("weight"), props.pop("body-size"), props.pop("property-flags")
+            props.pop("class_id"), props.pop("weight"), props.pop("body_size"), props.pop("property_flags")
             pr = obj.properties
-            theirs = {("type" if k == "message_type" else k.replace("_", "-")): norm(getattr(pr, k))
+            theirs = {("type" if k == "message_type" else k): norm(getattr(pr, k))
                       for k in pr.__slots__ if getattr(pr, k) is not None}
-            if theirs.get("cluster-id") == "" and "cluster-id" not in props:
-                del theirs["cluster-id"]  # pamqp defaults it to "" when the flag is clear
+            if theirs.get("cluster_id") == "" and "cluster_id" not in props:
+                del theirs["cluster_id"]  # pamqp defaults it to "" when the flag is clear
             assert props == theirs
         else:
             assert fr.command == obj.name and fr.code == obj.index
             args = ours(fr.fields)
             theirs = {}
             for k, v in obj:
-                theirs["type" if k == "exchange_type" else k.rstrip("_").replace("_", "-")] = norm(v)
+                theirs["type" if k == "exchange_type" else k.rstrip("_")] = norm(v)
             for k, v in args.items():
                 t = theirs[k]
-                if k == "delivery-tag" and isinstance(t, int) and t < 0:
+                if k == "delivery_tag" and isinstance(t, int) and t < 0:
                     t += 1 << 64  # pamqp reads longlong signed
                 if isinstance(v, bytes) and isinstance(t, str):
                     t = t.encode()
@@ -90,8 +91,8 @@ def test_pamqp_decodes_every_frame_to_the_same_values(name: str) -> None:
 
 KEYS = {  # our argument -> tshark field of the AMQP layer
     "exchange": "method_arguments_exchange", "queue": "method_arguments_queue",
-    "routing-key": "method_arguments_routing_key", "delivery-tag": "method_arguments_delivery_tag",
-    "reply-code": "method_arguments_reply_code", "consumer-tag": "method_arguments_consumer_tag",
+    "routing_key": "method_arguments_routing_key", "delivery_tag": "method_arguments_delivery_tag",
+    "reply_code": "method_arguments_reply_code", "consumer_tag": "method_arguments_consumer_tag",
 }
 
 
@@ -125,16 +126,16 @@ def test_tshark_reports_the_same_methods_and_key_arguments(name: str) -> None:
     assert len(mine) == len(theirs)
     for fr, row in zip(mine, theirs, strict=True):
         assert fr.packets[1] == row["packet"], (fr.command, row)
-        assert int(row["type"]) == fr.get("frame-type") and int(row["channel"]) == fr.get("channel")
-        if fr.get("frame-type") == 1:
+        assert int(row["type"]) == fr.get("frame_type") and int(row["channel"]) == fr.get("channel")
+        if fr.get("frame_type") == 1:
             assert (int(row["method_class"]), int(row["method_method"])) == (fr.get("class"), fr.get("method"))
             for ours_name, theirs_name in KEYS.items():
                 v = fr.get(ours_name)
-                if v is None or (ours_name == "reply-code" and fr.get("class") == 60):
+                if v is None or (ours_name == "reply_code" and fr.get("class") == 60):
                     continue  # tshark names basic.return's code differently; checked by pamqp
                 t = row[theirs_name]
                 if v == "" and (t is None or t.rstrip().endswith(":")):
                     continue  # pyshark gives an empty string as its bare label ("Exchange: ")
                 assert str(v) == str(t), (fr.command, ours_name, v, t)
-        elif fr.get("frame-type") == 2:
-            assert int(row["header_body_size"]) == fr.get("body-size")
+        elif fr.get("frame_type") == 2:
+            assert int(row["header_body_size"]) == fr.get("body_size")

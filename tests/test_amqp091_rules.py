@@ -188,14 +188,14 @@ def test_exactly_frame_max_is_fine() -> None:
 def test_junk_is_skipped_and_reported_once() -> None:
     s = base().c(b"\x00\xff" * 20 + E.method("Basic.Qos", 1, prefetch_count=3)).s(E.method("Basic.QosOk", 1))
     frames, loose = run(s)
-    assert [f.id for f in loose] == ["amqp091.frame.junk"] and "40 bytes" in loose[0].message
+    assert [f.id for f in loose] == ["amqp091.framing.resync"] and "40 bytes" in loose[0].message
     assert [f.command for f in frames[-2:]] == ["Basic.Qos", "Basic.QosOk"]
 
 
 def test_truncated_stream_end() -> None:
     s = base().c(E.method("Basic.Qos", 1)[:10])
     frames, loose = run(s)
-    assert [f.id for f in loose] == ["amqp091.frame.truncated"]
+    assert [f.id for f in loose] == ["amqp091.framing.incomplete"]
 
 
 def test_channel_max() -> None:
@@ -217,8 +217,8 @@ def test_overrun_and_underrun() -> None:
     over = struct.pack(">HHHB", 50, 10, 0, 200) + b"short"  # queue name claims 200 bytes
     under = E.method_payload("Basic.Qos", {"prefetch-count": 1}) + b"\x00\x00"
     frames, _ = run(base().c(E.frame(1, 1, over)).c(E.frame(1, 1, under)))
-    assert where(frames, "amqp091.method.overrun") == ["Queue.Declare"]
-    assert where(frames, "amqp091.method.underrun") == ["Basic.Qos"]
+    assert where(frames, "amqp091.framing.truncated") == ["Queue.Declare"]
+    assert where(frames, "amqp091.framing.trailing") == ["Basic.Qos"]
 
 
 def test_wrong_channel_and_direction_and_obsolete() -> None:
@@ -247,7 +247,7 @@ def test_field_tables_unknown_and_spec_only_tags() -> None:
     broken = [f for f in frames if f.command == "Queue.Declare"][1]
     # The table is length-prefixed: the arguments after it still decode.
     assert broken.get("nowait") is True and broken.get("queue") == "q2"
-    assert frames[-2].get("prefetch-count") == 7 and "amqp091.method.overrun" not in all_ids(frames, loose)
+    assert frames[-2].get("prefetch_count") == 7 and "amqp091.framing.truncated" not in all_ids(frames, loose)
 
 
 # ------------------------------------------------------------------------------------------ channels
@@ -318,7 +318,7 @@ def test_content_incomplete_channel_zero_and_bad_header() -> None:
     frames, loose = run(s)
     assert where(frames, "amqp091.content.channel_zero") == ["ContentBody", "ContentHeader"]
     assert where(frames, "amqp091.content.bad_header") == ["ContentHeader"]
-    assert where(frames, "amqp091.content.malformed_header") == ["ContentHeader"]
+    assert where(frames, "amqp091.framing.trailing") == ["ContentHeader"]
     assert [f.id for f in loose] == ["amqp091.content.incomplete"]
     assert "4 of 9 bytes" in loose[0].message
 
@@ -340,10 +340,36 @@ def test_heartbeat_channel_payload_and_missed() -> None:
     s.c(E.heartbeat(), dt=3.5)  # client silent 3.6 s < 4 s: fine
     s.s(E.heartbeat(), dt=1.0)  # server silent 4.5 s > 2 x 2 s
     frames, loose = run(s, end_ts=s.ts + 0.5)
-    missed = [f for fr in frames for f in fr.findings if f.id == "amqp091.heartbeat.missed"]
-    assert len(missed) == 1 and "server for 4.5 s" in missed[0].message and loose == []
+    # No tick came in between: the silence is reported when the server's bytes arrive (ticks: test_tick_*).
+    assert [f.id for f in loose] == ["amqp091.heartbeat.silence"] and not any(fr.findings for fr in frames)
+    assert "the server sent nothing for 4.5 s" in loose[0].message
     frames, loose = run(s, end_ts=s.ts + 10)
-    assert [f.id for f in loose] == ["amqp091.heartbeat.missed"] * 2
+    assert [f.id for f in loose] == ["amqp091.heartbeat.silence"] * 3
+    assert ["client" in f.message for f in loose[1:]] == [True, False]
+
+
+def test_tick_reports_heartbeat_silence_when_time_passes() -> None:
+    """Time alone (Connection.tick at Connection.deadline) reports a silent side, once, without
+    waiting for more bytes; bytes after it do not repeat it."""
+    s = E.Script().handshake(heartbeat=2).open_channel(1)
+    conn = Amqp091Dissector().connection(False)
+    for d, data, ts in s.steps:
+        list(conn.feed(d, data, ts))
+    t0 = s.ts  # the server's channel.open-ok; the client's channel.open came 1 ms before
+    assert conn.deadline() == pytest.approx(t0 - 0.001 + 4)  # the side silent longest + 2 x heartbeat
+    assert list(conn.tick(t0 + 3.9)) == []
+    list(conn.feed(C2S, E.heartbeat(), t0 + 3.0))  # the client speaks: only the server stays silent
+    assert conn.deadline() == pytest.approx(t0 + 4)
+    got = list(conn.tick(t0 + 4.5))
+    assert [f.id for f in got] == ["amqp091.heartbeat.silence"] and "the server sent nothing" in got[0].message
+    assert conn.deadline() == pytest.approx(t0 + 7)  # the client's turn next
+    assert list(conn.tick(t0 + 5)) == []
+    evs = list(conn.feed(S2C, E.heartbeat(), t0 + 6.0))  # the server is back: already reported
+    assert [e.command for e in evs] == ["Heartbeat"] and not evs[0].findings
+    # A closing connection is expected to fall silent.
+    list(conn.feed(C2S, E.method("Connection.Close", reply_code=200, reply_text="bye"), t0 + 6.5))
+    assert conn.deadline() is None and list(conn.tick(t0 + 100)) == []
+    assert [f.id for f in conn.end(t0 + 100)] == ["amqp091.correlation.unanswered"]  # the close, not the silence
 
 
 # ------------------------------------------------------------------------------------------ correlation
@@ -351,9 +377,19 @@ def test_sync_unanswered_and_unexpected_and_nowait() -> None:
     s = base().c(E.method("Queue.Declare", 1, queue="a")).c(E.method("Queue.Bind", 1, queue="a", nowait=True))
     s.s(E.method("Exchange.DeclareOk", 1))
     frames, loose = run(s)
-    assert where(frames, "amqp091.sync.unexpected_reply") == ["Exchange.DeclareOk"]
-    assert [f.id for f in loose] == ["amqp091.sync.unanswered"] and "Queue.Declare" in loose[0].message
-    assert loose[0].related is not None and loose[0].related.command == "Queue.Declare"
+    # Exchange.DeclareOk does not answer the outstanding Queue.Declare (synchronous replies come in order).
+    assert where(frames, "amqp091.correlation.mismatch") == ["Exchange.DeclareOk"]
+    assert [f.id for f in loose] == ["amqp091.correlation.unanswered"] and "Queue.Declare" in loose[0].message
+    decl = next(f for f in frames if f.command == "Queue.Declare")
+    assert loose[0].related == ["c2s", decl.offset, None] and loose[0].command == "Queue.Declare"
+    # A reply when nothing is outstanding at all; a reply in order carries its latency.
+    s = base().s(E.method("Basic.QosOk", 1)).c(E.method("Basic.Qos", 1)).s(E.method("Basic.QosOk", 1), dt=0.25)
+    frames, loose = run(s)
+    assert where(frames, "amqp091.correlation.unknown_response") == ["Basic.QosOk"] and loose == []
+    ok = [f for f in frames if f.command == "Basic.QosOk"][1]
+    assert ok.get("response_time") == pytest.approx(0.25)
+    rt = next(f for f in ok.fields if f.name == "response_time")
+    assert rt.offset == -1 and isinstance(rt.value, float)
 
 
 def test_get_answered_by_get_empty_and_cancel_from_server() -> None:
@@ -411,7 +447,8 @@ def test_reply_codes_by_name() -> None:
     frames, loose = run(s)
     assert where(frames, "amqp091.reply.returned") == ["Basic.Return"]
     assert where(frames, "amqp091.reply.connection_error") == ["Connection.Close"]
-    assert where(frames, "amqp091.reply.unknown_code") == ["Channel.Close"]
+    assert where(frames, "amqp091.reply.zero_code") == ["Channel.Close"]
+    assert "amqp091.reply.unknown_code" not in all_ids(frames, loose)
     assert [f.info for f in frames if f.command == "Connection.Close"] == [
         "Connection.Close 320 CONNECTION_FORCED - shutdown"]
     s = base().s(E.method("Channel.Close", 1, reply_code=999, reply_text="odd")).c(E.method("Channel.CloseOk", 1))
@@ -428,8 +465,8 @@ def test_midstream_pickup_resyncs_without_false_alarms() -> None:
     c_stream, s_stream = s.stream(C2S), s.stream(S2C)
     cut.c(c_stream[150:]).s(s_stream[len(s_stream) // 2:])
     frames, loose = run(cut, midstream=True)
-    assert {f.severity for f in loose if f.id == "amqp091.frame.junk"} <= {"note"}
-    assert [f.id for f in loose if f.id != "amqp091.frame.junk"] == []
+    # The bytes before the first whole frame are the tail of an unseen frame: nothing to say about them.
+    assert [f.id for f in loose] == []
     assert all(not fr.findings for fr in frames)
     for d in (C2S, S2C):
         got = [f.command for f in frames if f.direction is d]
@@ -490,3 +527,30 @@ def test_frame_min_size_follows_the_broker_version() -> None:
     assert start_ok_flags("3.13.7") == ["Connection.StartOk"]
     assert start_ok_flags("4.1.0") == []
     assert start_ok_flags("4.2.1") == []
+
+
+def test_tables_are_bounded_and_the_excess_is_one_finding() -> None:
+    limits = {"requests": 3, "ranges": 2, "pending": 2, "consumers": 1}
+    s = base().open_channel(2)
+    s.c(E.method("Basic.Consume", 2, queue="q", consumer_tag="c")).s(E.method("Basic.ConsumeOk", 2, consumer_tag="c"))
+    for i in range(5):  # five queue.declare never answered: only three are remembered
+        s.c(E.method("Queue.Declare", 1, queue=f"q{i}"))
+    for tag in (1, 3, 5, 7):  # every other tag: one range each, over the limit of 2
+        s.s(E.message(2, b"m", name="Basic.Deliver", consumer_tag="c", delivery_tag=tag))
+    s.c(E.method("Basic.Ack", 2, delivery_tag=6))  # no longer checked: no ack.unknown_tag
+    conn = Amqp091Dissector(limits=limits).connection(False)
+    frames, loose = [], []
+    for d, data, ts in s.steps:
+        for ev in conn.feed(d, data, ts):
+            (frames if isinstance(ev, Frame) else loose).append(ev)
+    loose += list(conn.end(s.ts + 1))
+    assert where(frames, "amqp091.limit.exceeded") == ["Queue.Declare", "Basic.Deliver"]
+    assert "amqp091.ack.unknown_tag" not in all_ids(frames, loose)
+    # The direction whose oldest requests were forgotten can no longer tell what was never answered.
+    assert [f.id for f in loose] == []
+    assert len(conn.corr.out["c2s"][1]) == 3 and conn.tracks[2].unacked.spans() == 0
+    # Without limits, the same traffic is followed in full.
+    frames, loose = run(s)
+    assert "amqp091.limit.exceeded" not in all_ids(frames, loose)
+    assert where(frames, "amqp091.ack.unknown_tag") == ["Basic.Ack"]
+    assert [f.id for f in loose] == ["amqp091.correlation.unanswered"] * 5

@@ -99,7 +99,7 @@ def test_update_secret_decoded() -> None:
     assert us.direction == "c2s" and ok.direction == "s2c"
     assert (us.get("channel"), us.get("class"), us.get("method"), us.code) == (0, 10, 70, (10 << 16) | 70)
     assert (ok.get("channel"), ok.get("class"), ok.get("method"), ok.code) == (0, 10, 71, (10 << 16) | 71)
-    assert us.get("new-secret") == "guest" and us.get("reason") == "sp rotate" and us.size == 31
+    assert us.get("new_secret") == "guest" and us.get("reason") == "sp rotate" and us.size == 31
     assert us.info == "Connection.UpdateSecret reason=sp rotate" and ok.info == "Connection.UpdateSecretOk"
     assert frames.index(ok) == frames.index(us) + 1
     # The session goes on normally after the rotation: a publish, fetched back, then a clean close.
@@ -128,7 +128,7 @@ def test_wireshark_flags_update_secret_as_an_unknown_method() -> None:
                        (ok.packets[1], "Unknown connection method 71")]
     # Not a desync: tshark still decodes every later method (it knows the frame length).
     theirs = [(p["method_class"], p["method_method"]) for r in rows.values() for p in r["pdus"] if p["type"] == "1"]
-    mine = [(str(f.get("class")), str(f.get("method"))) for f in frames if f.get("frame-type") == 1]
+    mine = [(str(f.get("class")), str(f.get("method"))) for f in frames if f.get("frame_type") == 1]
     assert theirs == mine
 
 
@@ -146,8 +146,8 @@ def test_big_frame_decoded() -> None:
     frames = assert_clean(BIG)
     (tune,) = cmd(frames, "Connection.Tune")
     (tune_ok,) = cmd(frames, "Connection.TuneOk")
-    assert tune.direction == "s2c" and tune.get("frame-max") == 4194304  # the private broker's frame_max
-    assert tune_ok.direction == "c2s" and tune_ok.get("frame-max") == 4194304  # aiormq takes the broker's value
+    assert tune.direction == "s2c" and tune.get("frame_max") == 4194304  # the private broker's frame_max
+    assert tune_ok.direction == "c2s" and tune_ok.get("frame_max") == 4194304  # aiormq takes the broker's value
     big = huge_frames(frames)
     assert [f.direction for f in big] == ["c2s", "s2c"]
     for fr in big:
@@ -156,15 +156,15 @@ def test_big_frame_decoded() -> None:
         assert fr.data is not None and fr.data[7:-1] == HUGE and fr.data[-1] == 0xCE
         assert fr.packets[1] - fr.packets[0] > 30
         m = message(fr)
-        assert m["body-size"] == 1_500_000 and m["body-frames"] == 1
+        assert m["body_size"] == 1_500_000 and m["body_frames"] == 1
     assert [message(f)["method"] for f in big] == ["Basic.Publish", "Basic.Deliver"]
     # Everything after the big frames is still decoded, in both directions.
     small = [f for f in cmd(frames, "ContentBody") if f not in big]
     assert [(f.direction, message(f)["body"]) for f in small] == [("c2s", "after the big frame"),
                                                                   ("s2c", "after the big frame")]
-    assert [f.get("publish-seq") for f in cmd(frames, "Basic.Publish")] == [1, 2]
-    assert [f.get("delivery-tag") for f in cmd(frames, "Basic.Deliver")] == [1, 2]
-    assert [f.get("delivery-tag") for f in cmd(frames, "Basic.Ack") if f.direction == "c2s"] == [1, 2]
+    assert [f.get("publish_seq") for f in cmd(frames, "Basic.Publish")] == [1, 2]
+    assert [f.get("delivery_tag") for f in cmd(frames, "Basic.Deliver")] == [1, 2]
+    assert [f.get("delivery_tag") for f in cmd(frames, "Basic.Ack") if f.direction == "c2s"] == [1, 2]
     assert [f.command for f in frames[-2:]] == ["Connection.Close", "Connection.CloseOk"]
 
 

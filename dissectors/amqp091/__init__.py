@@ -1,18 +1,29 @@
-"""AMQP 0-9-1 (RabbitMQ's dialect, with its extensions) on TCP port 5672."""
+"""AMQP 0-9-1 (RabbitMQ's dialect, with its extensions) on TCP port 5672.
+
+The dissector is built on the kit (dissectors/kit); one module per responsibility:
+framing (cutting frames), decode (bytes to frames), machines (handshake and channel lifecycle),
+content (header/body sequencing), tracking (delivery tags and publisher confirms), hotpath (the
+fast path of busy connections), connection (the Connection tying them together), catalog (the
+field catalogue), rules (conformance rules).
+"""
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
+from typing import Any
 
 from analyzer.api import CommandDoc, Connection, Dissector, Rule, Sniff
+from dissectors.amqp091.catalog import FIELDS
 from dissectors.amqp091.codes import FRAME_END, PROTOCOL_HEADERS
-from dissectors.amqp091.connection import Amqp091Connection
+from dissectors.amqp091.connection import DEFAULT_LIMITS, Amqp091Connection
+from dissectors.amqp091.machines import MACHINES
 from dissectors.amqp091.methods import CLASSES, METHODS
 from dissectors.amqp091.properties import PROPERTIES
 from dissectors.amqp091.rules import ALL_RULES
+from dissectors.kit import state as kit_state
 
-__all__ = ["Amqp091Dissector", "Amqp091Connection"]
+__all__ = ["Amqp091Dissector", "Amqp091Connection", "DEFAULT_LIMITS"]
 
 _HDR = struct.Struct(">BHI")
 
@@ -21,6 +32,12 @@ class Amqp091Dissector(Dissector):
     name = "amqp091"
     title = "AMQP 0-9-1"
     default_ports = (5672,)
+
+    def __init__(self, *, hot: bool = True, limits: dict[str, int] | None = None) -> None:
+        #: hot=False: every frame takes the general path (the reference the hot path is tested against).
+        self.hot = hot
+        #: Bounds of the per-connection tables (see connection.DEFAULT_LIMITS).
+        self.limits = limits
 
     def sniff(self, data: bytes) -> Sniff:
         if data[:4] == b"AMQP":
@@ -57,10 +74,22 @@ class Amqp091Dissector(Dissector):
         return Sniff(0.6 if complete else 0.0)
 
     def connection(self, midstream: bool) -> Connection:
-        return Amqp091Connection(midstream)
+        return Amqp091Connection(midstream, hot=self.hot, limits=self.limits)
+
+    def resume(self, state: dict[str, Any]) -> Connection:
+        conn = kit_state.resume(state)
+        if not isinstance(conn, Amqp091Connection):
+            raise TypeError(f"not an amqp091 connection state: {type(conn).__name__}")
+        return conn
 
     def rules(self) -> Sequence[Rule]:
         return ALL_RULES
+
+    def machines(self) -> Sequence[Any]:
+        return MACHINES
+
+    def fields(self) -> Sequence[Any]:
+        return FIELDS
 
     def commands(self) -> Sequence[CommandDoc]:
         docs = [CommandDoc("AMQP....", "ProtocolHeader", "c2s", "0-8 .. 1.0", "8-byte protocol header")]
@@ -79,7 +108,7 @@ class Amqp091Dissector(Dissector):
                                    "0-9-1" if meth.class_id != 30 else "0-8/0-9", fields))
         props = ", ".join(f"{spec.name}:{spec.type.doc}" for _, spec in PROPERTIES)
         docs += [CommandDoc("type 2", "ContentHeader", "both", "0-9-1",
-                            f"class-id:short, weight:short, body-size:longlong, property-flags:short, {props}"),
+                            f"class_id:short, weight:short, body_size:longlong, property_flags:short, {props}"),
                  CommandDoc("type 3", "ContentBody", "both", "0-9-1", "payload:bytes*"),
                  CommandDoc("type 8", "Heartbeat", "both", "0-9-1", "(empty, channel 0)")]
         return docs

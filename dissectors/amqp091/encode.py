@@ -15,6 +15,7 @@ from dissectors.amqp091.codes import FRAME_END
 from dissectors.amqp091.methods import BY_NAME, Method
 from dissectors.amqp091.properties import encode_header_payload
 from dissectors.amqp091.wire import LONG, LONGLONG, LONGSTR, OCTET, SHORT, SHORTSTR, TABLE, TIMESTAMP
+from dissectors.kit.catalog import snake
 from dissectors.schema import Bit
 
 PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
@@ -36,6 +37,7 @@ def frame(ftype: int, channel: int, payload: bytes, *, end: int = FRAME_END, siz
 def method_payload(name: str, args: Mapping[str, Any] | None = None) -> bytes:
     """class-id, method-id and the arguments of ``name`` (e.g. "Basic.Publish"); missing args get defaults."""
     meth: Method = BY_NAME[name]
+    args = {snake(k): v for k, v in (args or {}).items()}  # ``routing-key`` (AMQP's spelling) or ``routing_key``
     values: dict[str, Any] = {}
     for spec in meth.layout.fields:
         if args and spec.name in args:
@@ -51,9 +53,9 @@ def method_payload(name: str, args: Mapping[str, Any] | None = None) -> bytes:
 
 
 def method(name: str, channel: int = 0, args: Mapping[str, Any] | None = None, **kw: Any) -> bytes:
-    """A method frame. Keyword arguments use underscores for hyphens (routing_key=...)."""
+    """A method frame; arguments by their field names (routing_key=...)."""
     merged = dict(args or {})
-    merged.update({k.replace("_", "-"): v for k, v in kw.items()})
+    merged.update(kw)
     return frame(1, channel, method_payload(name, merged))
 
 

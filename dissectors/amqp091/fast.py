@@ -51,7 +51,7 @@ def _deliver(data: bytes, end: int) -> dict[str, Any] | None:
         ctag: Any = data[12:12 + n].decode("utf-8")
     except UnicodeDecodeError:
         ctag = data[12:12 + n]
-    return {"consumer-tag": ctag, "delivery-tag": tag}
+    return {"consumer_tag": ctag, "delivery_tag": tag}
 
 
 def _tag_bits(data: bytes, end: int) -> dict[str, Any] | None:
@@ -59,13 +59,13 @@ def _tag_bits(data: bytes, end: int) -> dict[str, Any] | None:
     if end != 20:
         return None
     bits = data[19]
-    return {"delivery-tag": _U64(data, 11)[0], "multiple": bool(bits & 1), "requeue": bool(bits & 2)}
+    return {"delivery_tag": _U64(data, 11)[0], "multiple": bool(bits & 1), "requeue": bool(bits & 2)}
 
 
 def _reject(data: bytes, end: int) -> dict[str, Any] | None:
     if end != 20:
         return None
-    return {"delivery-tag": _U64(data, 11)[0], "requeue": bool(data[19] & 1)}
+    return {"delivery_tag": _U64(data, 11)[0], "requeue": bool(data[19] & 1)}
 
 
 FAST: dict[int, Validator] = {

@@ -1,7 +1,8 @@
 """Every AMQP 0-9-1 class and method (with RabbitMQ's extensions), described once as data.
 
 The table drives the decoder, the test encoder (encode.py) and ``Dissector.commands()``. Argument
-names follow RabbitMQ's codegen JSON (spec §3.4), with hyphens.
+names follow RabbitMQ's codegen JSON (spec §3.4) in snake_case (``routing-key`` is
+``routing_key``), as every field this dissector emits.
 """
 
 from __future__ import annotations
@@ -56,34 +57,34 @@ def m(cid: int, mid: int, name: str, direction: str, args: tuple[tuple[str, Wire
                      tuple(r if "." in r else f"{cls}.{r}" for r in responses), content, info, note))
 
 
-X, RK, Q = ("x", "exchange"), ("rk", "routing-key"), ("q", "queue")
-TAG = ("tag", "delivery-tag")
+X, RK, Q = ("x", "exchange"), ("rk", "routing_key"), ("q", "queue")
+TAG = ("tag", "delivery_tag")
 
 # --- connection (10) ---------------------------------------------------------------------------
-m(10, 10, "Start", "s2c", (("version-major", OCTET), ("version-minor", OCTET), ("server-properties", TABLE),
+m(10, 10, "Start", "s2c", (("version_major", OCTET), ("version_minor", OCTET), ("server_properties", TABLE),
                            ("mechanisms", LONGSTR), ("locales", LONGSTR)), ("StartOk",))
-m(10, 11, "StartOk", "c2s", (("client-properties", TABLE), ("mechanism", SHORTSTR), ("response", LONGSTR),
+m(10, 11, "StartOk", "c2s", (("client_properties", TABLE), ("mechanism", SHORTSTR), ("response", LONGSTR),
                              ("locale", SHORTSTR)), info=(("mechanism", "mechanism"),))
 m(10, 20, "Secure", "s2c", (("challenge", LONGSTR),), ("SecureOk",))
 m(10, 21, "SecureOk", "c2s", (("response", LONGSTR),))
-m(10, 30, "Tune", "s2c", (("channel-max", SHORT), ("frame-max", LONG), ("heartbeat", SHORT)), ("TuneOk",),
-  info=(("channel-max", "channel-max"), ("frame-max", "frame-max"), ("heartbeat", "heartbeat")))
-m(10, 31, "TuneOk", "c2s", (("channel-max", SHORT), ("frame-max", LONG), ("heartbeat", SHORT)),
-  info=(("channel-max", "channel-max"), ("frame-max", "frame-max"), ("heartbeat", "heartbeat")))
-m(10, 40, "Open", "c2s", (("virtual-host", SHORTSTR), ("capabilities", SHORTSTR), ("insist", BIT)), ("OpenOk",),
-  info=(("vhost", "virtual-host"),))
-m(10, 41, "OpenOk", "s2c", (("known-hosts", SHORTSTR),))
-_CLOSE = (("reply-code", SHORT), ("reply-text", SHORTSTR), ("class-id", SHORT), ("method-id", SHORT))
+m(10, 30, "Tune", "s2c", (("channel_max", SHORT), ("frame_max", LONG), ("heartbeat", SHORT)), ("TuneOk",),
+  info=(("channel-max", "channel_max"), ("frame-max", "frame_max"), ("heartbeat", "heartbeat")))
+m(10, 31, "TuneOk", "c2s", (("channel_max", SHORT), ("frame_max", LONG), ("heartbeat", SHORT)),
+  info=(("channel-max", "channel_max"), ("frame-max", "frame_max"), ("heartbeat", "heartbeat")))
+m(10, 40, "Open", "c2s", (("virtual_host", SHORTSTR), ("capabilities", SHORTSTR), ("insist", BIT)), ("OpenOk",),
+  info=(("vhost", "virtual_host"),))
+m(10, 41, "OpenOk", "s2c", (("known_hosts", SHORTSTR),))
+_CLOSE = (("reply_code", SHORT), ("reply_text", SHORTSTR), ("class_id", SHORT), ("method_id", SHORT))
 m(10, 50, "Close", "both", _CLOSE, ("CloseOk",))
 m(10, 51, "CloseOk", "both")
 m(10, 60, "Blocked", "s2c", (("reason", SHORTSTR),), info=(("reason", "reason"),))
 m(10, 61, "Unblocked", "s2c")
-m(10, 70, "UpdateSecret", "c2s", (("new-secret", LONGSTR), ("reason", SHORTSTR)), ("UpdateSecretOk",),
+m(10, 70, "UpdateSecret", "c2s", (("new_secret", LONGSTR), ("reason", SHORTSTR)), ("UpdateSecretOk",),
   info=(("reason", "reason"),))
 m(10, 71, "UpdateSecretOk", "s2c")
 # --- channel (20) ------------------------------------------------------------------------------
-m(20, 10, "Open", "c2s", (("out-of-band", SHORTSTR),), ("OpenOk",))
-m(20, 11, "OpenOk", "s2c", (("channel-id", LONGSTR),))
+m(20, 10, "Open", "c2s", (("out_of_band", SHORTSTR),), ("OpenOk",))
+m(20, 11, "OpenOk", "s2c", (("channel_id", LONGSTR),))
 m(20, 20, "Flow", "both", (("active", BIT),), ("FlowOk",), info=(("active", "active"),))
 m(20, 21, "FlowOk", "both", (("active", BIT),), info=(("active", "active"),))
 m(20, 40, "Close", "both", _CLOSE, ("CloseOk",))
@@ -95,70 +96,70 @@ m(30, 10, "Request", "c2s", (("realm", SHORTSTR), ("exclusive", BIT), ("passive"
 m(30, 11, "RequestOk", "s2c", (("ticket", SHORT),), note="the access class was removed in AMQP 0-9-1")
 # --- exchange (40) -----------------------------------------------------------------------------
 m(40, 10, "Declare", "c2s", (("ticket", SHORT), ("exchange", SHORTSTR), ("type", SHORTSTR), ("passive", BIT),
-                             ("durable", BIT), ("auto-delete", BIT), ("internal", BIT), ("nowait", BIT),
+                             ("durable", BIT), ("auto_delete", BIT), ("internal", BIT), ("nowait", BIT),
                              ("arguments", TABLE)), ("DeclareOk",), info=(X, ("type", "type")))
 m(40, 11, "DeclareOk", "s2c")
-m(40, 20, "Delete", "c2s", (("ticket", SHORT), ("exchange", SHORTSTR), ("if-unused", BIT), ("nowait", BIT)),
+m(40, 20, "Delete", "c2s", (("ticket", SHORT), ("exchange", SHORTSTR), ("if_unused", BIT), ("nowait", BIT)),
   ("DeleteOk",), info=(X,))
 m(40, 21, "DeleteOk", "s2c")
-_XBIND = (("ticket", SHORT), ("destination", SHORTSTR), ("source", SHORTSTR), ("routing-key", SHORTSTR),
+_XBIND = (("ticket", SHORT), ("destination", SHORTSTR), ("source", SHORTSTR), ("routing_key", SHORTSTR),
           ("nowait", BIT), ("arguments", TABLE))
-_XBIND_INFO = (("dx", "destination"), ("sx", "source"), ("bk", "routing-key"))
+_XBIND_INFO = (("dx", "destination"), ("sx", "source"), ("bk", "routing_key"))
 m(40, 30, "Bind", "c2s", _XBIND, ("BindOk",), info=_XBIND_INFO)
 m(40, 31, "BindOk", "s2c")
 m(40, 40, "Unbind", "c2s", _XBIND, ("UnbindOk",), info=_XBIND_INFO)
 m(40, 51, "UnbindOk", "s2c")  # 51, not 41: RabbitMQ's extension skipped a number
 # --- queue (50) --------------------------------------------------------------------------------
 m(50, 10, "Declare", "c2s", (("ticket", SHORT), ("queue", SHORTSTR), ("passive", BIT), ("durable", BIT),
-                             ("exclusive", BIT), ("auto-delete", BIT), ("nowait", BIT), ("arguments", TABLE)),
+                             ("exclusive", BIT), ("auto_delete", BIT), ("nowait", BIT), ("arguments", TABLE)),
   ("DeclareOk",), info=(Q,))
-m(50, 11, "DeclareOk", "s2c", (("queue", SHORTSTR), ("message-count", LONG), ("consumer-count", LONG)),
-  info=(Q, ("messages", "message-count"), ("consumers", "consumer-count")))
-_QBIND = (("ticket", SHORT), ("queue", SHORTSTR), ("exchange", SHORTSTR), ("routing-key", SHORTSTR))
+m(50, 11, "DeclareOk", "s2c", (("queue", SHORTSTR), ("message_count", LONG), ("consumer_count", LONG)),
+  info=(Q, ("messages", "message_count"), ("consumers", "consumer_count")))
+_QBIND = (("ticket", SHORT), ("queue", SHORTSTR), ("exchange", SHORTSTR), ("routing_key", SHORTSTR))
 m(50, 20, "Bind", "c2s", (*_QBIND, ("nowait", BIT), ("arguments", TABLE)), ("BindOk",),
-  info=(Q, X, ("bk", "routing-key")))
+  info=(Q, X, ("bk", "routing_key")))
 m(50, 21, "BindOk", "s2c")
 m(50, 30, "Purge", "c2s", (("ticket", SHORT), ("queue", SHORTSTR), ("nowait", BIT)), ("PurgeOk",), info=(Q,))
-m(50, 31, "PurgeOk", "s2c", (("message-count", LONG),), info=(("messages", "message-count"),))
-m(50, 40, "Delete", "c2s", (("ticket", SHORT), ("queue", SHORTSTR), ("if-unused", BIT), ("if-empty", BIT),
+m(50, 31, "PurgeOk", "s2c", (("message_count", LONG),), info=(("messages", "message_count"),))
+m(50, 40, "Delete", "c2s", (("ticket", SHORT), ("queue", SHORTSTR), ("if_unused", BIT), ("if_empty", BIT),
                             ("nowait", BIT)), ("DeleteOk",), info=(Q,))
-m(50, 41, "DeleteOk", "s2c", (("message-count", LONG),), info=(("messages", "message-count"),))
-m(50, 50, "Unbind", "c2s", (*_QBIND, ("arguments", TABLE)), ("UnbindOk",), info=(Q, X, ("bk", "routing-key")))
+m(50, 41, "DeleteOk", "s2c", (("message_count", LONG),), info=(("messages", "message_count"),))
+m(50, 50, "Unbind", "c2s", (*_QBIND, ("arguments", TABLE)), ("UnbindOk",), info=(Q, X, ("bk", "routing_key")))
 m(50, 51, "UnbindOk", "s2c")
 # --- basic (60) --------------------------------------------------------------------------------
-m(60, 10, "Qos", "c2s", (("prefetch-size", LONG), ("prefetch-count", SHORT), ("global", BIT)), ("QosOk",),
-  info=(("prefetch", "prefetch-count"),))
+m(60, 10, "Qos", "c2s", (("prefetch_size", LONG), ("prefetch_count", SHORT), ("global", BIT)), ("QosOk",),
+  info=(("prefetch", "prefetch_count"),))
 m(60, 11, "QosOk", "s2c")
-m(60, 20, "Consume", "c2s", (("ticket", SHORT), ("queue", SHORTSTR), ("consumer-tag", SHORTSTR),
-                             ("no-local", BIT), ("no-ack", BIT), ("exclusive", BIT), ("nowait", BIT),
-                             ("arguments", TABLE)), ("ConsumeOk",), info=(Q, ("ctag", "consumer-tag")))
-m(60, 21, "ConsumeOk", "s2c", (("consumer-tag", SHORTSTR),), info=(("ctag", "consumer-tag"),))
-m(60, 30, "Cancel", "both", (("consumer-tag", SHORTSTR), ("nowait", BIT)), ("CancelOk",),
-  info=(("ctag", "consumer-tag"),))
-m(60, 31, "CancelOk", "both", (("consumer-tag", SHORTSTR),), info=(("ctag", "consumer-tag"),))
-m(60, 40, "Publish", "c2s", (("ticket", SHORT), ("exchange", SHORTSTR), ("routing-key", SHORTSTR),
+m(60, 20, "Consume", "c2s", (("ticket", SHORT), ("queue", SHORTSTR), ("consumer_tag", SHORTSTR),
+                             ("no_local", BIT), ("no_ack", BIT), ("exclusive", BIT), ("nowait", BIT),
+                             ("arguments", TABLE)), ("ConsumeOk",), info=(Q, ("ctag", "consumer_tag")))
+m(60, 21, "ConsumeOk", "s2c", (("consumer_tag", SHORTSTR),), info=(("ctag", "consumer_tag"),))
+m(60, 30, "Cancel", "both", (("consumer_tag", SHORTSTR), ("nowait", BIT)), ("CancelOk",),
+  info=(("ctag", "consumer_tag"),))
+m(60, 31, "CancelOk", "both", (("consumer_tag", SHORTSTR),), info=(("ctag", "consumer_tag"),))
+m(60, 40, "Publish", "c2s", (("ticket", SHORT), ("exchange", SHORTSTR), ("routing_key", SHORTSTR),
                              ("mandatory", BIT), ("immediate", BIT)), content=True, info=(X, RK))
-m(60, 50, "Return", "s2c", (("reply-code", SHORT), ("reply-text", SHORTSTR), ("exchange", SHORTSTR),
-                            ("routing-key", SHORTSTR)), content=True, info=(X, RK))
-m(60, 60, "Deliver", "s2c", (("consumer-tag", SHORTSTR), ("delivery-tag", LONGLONG), ("redelivered", BIT),
-                             ("exchange", SHORTSTR), ("routing-key", SHORTSTR)), content=True, info=(X, RK, TAG))
-m(60, 70, "Get", "c2s", (("ticket", SHORT), ("queue", SHORTSTR), ("no-ack", BIT)), ("GetOk", "GetEmpty"),
+m(60, 50, "Return", "s2c", (("reply_code", SHORT), ("reply_text", SHORTSTR), ("exchange", SHORTSTR),
+                            ("routing_key", SHORTSTR)), content=True, info=(X, RK))
+m(60, 60, "Deliver", "s2c", (("consumer_tag", SHORTSTR), ("delivery_tag", LONGLONG), ("redelivered", BIT),
+                             ("exchange", SHORTSTR), ("routing_key", SHORTSTR)), content=True, info=(X, RK, TAG))
+m(60, 70, "Get", "c2s", (("ticket", SHORT), ("queue", SHORTSTR), ("no_ack", BIT)), ("GetOk", "GetEmpty"),
   info=(Q,))
-m(60, 71, "GetOk", "s2c", (("delivery-tag", LONGLONG), ("redelivered", BIT), ("exchange", SHORTSTR),
-                           ("routing-key", SHORTSTR), ("message-count", LONG)), content=True,
-  info=(X, RK, TAG, ("left", "message-count")))
-m(60, 72, "GetEmpty", "s2c", (("cluster-id", SHORTSTR),))
-m(60, 80, "Ack", "both", (("delivery-tag", LONGLONG), ("multiple", BIT)), info=(TAG,))
-m(60, 90, "Reject", "c2s", (("delivery-tag", LONGLONG), ("requeue", BIT)), info=(TAG,))
+m(60, 71, "GetOk", "s2c", (("delivery_tag", LONGLONG), ("redelivered", BIT), ("exchange", SHORTSTR),
+                           ("routing_key", SHORTSTR), ("message_count", LONG)), content=True,
+  info=(X, RK, TAG, ("left", "message_count")))
+m(60, 72, "GetEmpty", "s2c", (("cluster_id", SHORTSTR),))
+m(60, 80, "Ack", "both", (("delivery_tag", LONGLONG), ("multiple", BIT)), info=(TAG,))
+m(60, 90, "Reject", "c2s", (("delivery_tag", LONGLONG), ("requeue", BIT)), info=(TAG,))
 m(60, 100, "RecoverAsync", "c2s", (("requeue", BIT),))
 m(60, 110, "Recover", "c2s", (("requeue", BIT),), ("RecoverOk",))
 m(60, 111, "RecoverOk", "s2c")
-m(60, 120, "Nack", "both", (("delivery-tag", LONGLONG), ("multiple", BIT), ("requeue", BIT)), info=(TAG,))
+m(60, 120, "Nack", "both", (("delivery_tag", LONGLONG), ("multiple", BIT), ("requeue", BIT)), info=(TAG,))
 _INTERNAL = "RabbitMQ-internal credit extension, not for use on the network"
-m(60, 200, "Credit", "c2s", (("consumer-tag", SHORTSTR), ("credit", LONG), ("drain", BIT)), ("CreditOk",),
+m(60, 200, "Credit", "c2s", (("consumer_tag", SHORTSTR), ("credit", LONG), ("drain", BIT)), ("CreditOk",),
   note=_INTERNAL)
 m(60, 201, "CreditOk", "s2c", (("available", LONG),), note=_INTERNAL)
-m(60, 202, "CreditDrained", "s2c", (("consumer-tag", SHORTSTR), ("credit-drained", LONG)), note=_INTERNAL)
+m(60, 202, "CreditDrained", "s2c", (("consumer_tag", SHORTSTR), ("credit_drained", LONG)), note=_INTERNAL)
 # --- confirm (85) and tx (90) --------------------------------------------------------------------
 m(85, 10, "Select", "c2s", (("nowait", BIT),), ("SelectOk",))
 m(85, 11, "SelectOk", "s2c")

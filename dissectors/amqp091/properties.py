@@ -8,24 +8,25 @@ from typing import Any
 
 from analyzer.api import Field
 from dissectors.amqp091.wire import OCTET, SHORTSTR, TABLE, TIMESTAMP, check_table, entries_are_clean
+from dissectors.kit.catalog import snake
 from dissectors.schema import DecodeError, F
 
 #: Property order on the wire with the flag bit of each (bit 15 of the first word = first property).
 PROPERTIES: tuple[tuple[int, F], ...] = (
-    (0x8000, F("content-type", SHORTSTR, doc="MIME type")),
-    (0x4000, F("content-encoding", SHORTSTR, doc="MIME encoding")),
+    (0x8000, F("content_type", SHORTSTR, doc="MIME type")),
+    (0x4000, F("content_encoding", SHORTSTR, doc="MIME encoding")),
     (0x2000, F("headers", TABLE, doc="application headers")),
-    (0x1000, F("delivery-mode", OCTET, enum={1: "transient", 2: "persistent"})),
+    (0x1000, F("delivery_mode", OCTET, enum={1: "transient", 2: "persistent"})),
     (0x0800, F("priority", OCTET)),
-    (0x0400, F("correlation-id", SHORTSTR)),
-    (0x0200, F("reply-to", SHORTSTR)),
+    (0x0400, F("correlation_id", SHORTSTR)),
+    (0x0200, F("reply_to", SHORTSTR)),
     (0x0100, F("expiration", SHORTSTR, doc="per-message TTL in ms, as text")),
-    (0x0080, F("message-id", SHORTSTR)),
+    (0x0080, F("message_id", SHORTSTR)),
     (0x0040, F("timestamp", TIMESTAMP)),
     (0x0020, F("type", SHORTSTR)),
-    (0x0010, F("user-id", SHORTSTR)),
-    (0x0008, F("app-id", SHORTSTR)),
-    (0x0004, F("cluster-id", SHORTSTR, doc="reserved, must be empty")),
+    (0x0010, F("user_id", SHORTSTR)),
+    (0x0008, F("app_id", SHORTSTR)),
+    (0x0004, F("cluster_id", SHORTSTR, doc="reserved, must be empty")),
 )
 PROPERTY_NAMES = tuple(spec.name for _, spec in PROPERTIES)
 _MASKS = {spec.name: bit for bit, spec in PROPERTIES}
@@ -64,7 +65,7 @@ def decode_properties(buf: memoryview, off: int, end: int) -> tuple[list[Field],
     off += 2
     off = _continuation(buf, off, end, flags, problems)
     names = [spec.name for bit, spec in PROPERTIES if flags & bit]
-    out = [Field("property-flags", flags, flags_at, off - flags_at, ", ".join(names) or "none")]
+    out = [Field("property_flags", flags, flags_at, off - flags_at, ", ".join(names) or "none")]
     for bit, spec in PROPERTIES:
         if flags & bit:
             f, off = spec.type.read(spec.name, buf, off, end, spec)
@@ -75,6 +76,7 @@ def decode_properties(buf: memoryview, off: int, end: int) -> tuple[list[Field],
 def encode_properties(props: Mapping[str, Any], extra_flags: int = 0) -> bytes:
     flags = extra_flags
     parts: list[bytes] = []
+    props = {snake(k): v for k, v in props.items()}  # ``content-type`` (AMQP's spelling) or ``content_type``
     for bit, spec in PROPERTIES:
         if spec.name in props and props[spec.name] is not None:
             flags |= bit

@@ -1,0 +1,305 @@
+"""Decoding: the bytes of one frame into a :class:`Frame` (or a lazily built one), its argument
+values, and the findings the bytes alone justify (overruns, trailing bytes, field-table tags).
+
+Nothing here knows the connection: state machines, correlation and tracking read what this returns.
+Field names are snake_case, as the field catalogue (:mod:`.catalog`) registers them.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from analyzer.api import Direction, Field, Finding, Frame
+from dissectors.amqp091 import rules as R
+from dissectors.amqp091.codes import (
+    FRAME_MIN_SIZE,
+    FRAME_TYPES,
+    PROTOCOL_HEADERS,
+    RABBITMQ_41_FRAME_MIN_SIZE,
+    REPLY_CODES,
+)
+from dissectors.amqp091.fast import FAST
+from dissectors.amqp091.lazy import LazyFrame
+from dissectors.amqp091.methods import CLASSES, LEGACY_CLASSES, METHODS, Method
+from dissectors.amqp091.properties import decode_properties, scan_properties
+from dissectors.amqp091.wire import TableNotes
+from dissectors.schema import DecodeError
+
+HDR = struct.Struct(">BHI")
+IDS = struct.Struct(">HH")
+CH_HEAD = struct.Struct(">HHQ")
+
+#: Bytes of a body frame's payload kept in its "payload" field.
+PAYLOAD_KEEP = 1024
+#: How many bytes of one message body are kept for display; every byte is still counted.
+BODY_KEEP = 64 * 1024
+_TEXT_TYPES = ("text/", "application/json", "application/xml", "application/javascript",
+               "application/x-www-form-urlencoded")
+
+
+def head_fields(ftype: int, ch: int, size: int) -> list[Field]:
+    # "frame_type", not "type": exchange.declare and the content properties have a "type".
+    return [Field("frame_type", ftype, 0, 1, FRAME_TYPES.get(ftype, "unknown")), Field("channel", ch, 1, 2),
+            Field("size", size, 3, 4)]
+
+
+def method_info(meth: Method, values: dict[str, Any]) -> str:
+    if "reply_code" in values:
+        rc = values["reply_code"]
+        text = values.get("reply_text") or ""
+        name = REPLY_CODES.get(rc, (f"UNKNOWN_{rc}", False))[0] if isinstance(rc, int) else "?"
+        info = f"{meth.name} {rc} " + (text if isinstance(text, str) and text.startswith(name) else
+                                       f"{name} {text}".rstrip())
+        if meth.info:
+            info += " " + " ".join(f"{label}={values.get(arg, '')}" for label, arg in meth.info)
+        return info
+    if not meth.info:
+        return meth.name
+    return meth.name + " " + " ".join(f"{label}={values.get(arg, '')}" for label, arg in meth.info)
+
+
+# ------------------------------------------------------------------------------ protocol header
+def protocol_header(d: Direction, data: bytes, offset: int) -> tuple[Frame, str | None, str, bool]:
+    """The 8-byte ``AMQP....`` header: (frame, dialect or None, description, known)."""
+    tail = data[4:8]
+    known = PROTOCOL_HEADERS.get(tail)
+    pid, a, b, c = tail
+    if known is not None:
+        dialect, desc = known
+    else:
+        dialect, desc = None, f"unknown AMQP protocol id {pid} version {a}.{b}.{c}"
+    fields = [Field("protocol", "AMQP", 0, 4), Field("protocol_id", pid, 4, 1), Field("major", a, 5, 1),
+              Field("minor", b, 6, 1), Field("revision", c, 7, 1),
+              Field("version", dialect or "unknown", -1, 0, desc)]
+    frame = Frame(d, offset, 8, "ProtocolHeader", None, f"ProtocolHeader {desc}", fields, [], dialect=dialect,
+                  data=data)
+    return frame, dialect, desc, known is not None
+
+
+# ------------------------------------------------------------------------------ other frame types
+def heartbeat(d: Direction, data: bytes, ch: int, size: int, offset: int, findings: list[Finding]) -> Frame:
+    if ch != 0:
+        findings.append(R.HEARTBEAT_CHANNEL(f"heartbeat on channel {ch}"))
+    if size:
+        findings.append(R.HEARTBEAT_PAYLOAD(f"heartbeat carries {size} payload bytes"))
+    fields = head_fields(8, ch, size)
+    if size:
+        fields.append(Field("payload", bytes(data[7:7 + size]), 7, size))
+    return Frame(d, offset, len(data), "Heartbeat", 8, "Heartbeat", fields, findings)
+
+
+def unknown_type(d: Direction, data: bytes, ftype: int, ch: int, size: int, offset: int,
+                 findings: list[Finding]) -> Frame:
+    name = FRAME_TYPES.get(ftype, "unknown")
+    findings.append(R.FRAME_TYPE(f"frame type {ftype} ({name}) is not an AMQP 0-9-1 frame type"))
+    return Frame(d, offset, len(data), f"Unknown({ftype})", ftype, f"Unknown frame type {ftype} ch={ch} len={size}",
+                 [*head_fields(ftype, ch, size), Field("payload", bytes(data[7:7 + size]), 7, size)], findings)
+
+
+# ------------------------------------------------------------------------------ methods
+def build_method(frame: LazyFrame, meth: Method) -> tuple[list[Field], str]:
+    """Field tree of a method frame that already passed its fast layout check."""
+    data = frame.data
+    assert data is not None
+    _ftype, ch, size = HDR.unpack_from(data, 0)
+    fields = head_fields(1, ch, size)
+    fields.append(Field("class", meth.class_id, 7, 2, CLASSES[meth.class_id]))
+    fields.append(Field("method", meth.method_id, 9, 2, meth.name.partition(".")[2]))
+    args, _stop = meth.layout.read_fields(memoryview(data), 11, 7 + size)
+    fields.extend(args)
+    return fields, method_info(meth, {f.name: f.value for f in args})
+
+
+def method(d: Direction, data: bytes, ch: int, size: int, offset: int,
+           findings: list[Finding]) -> tuple[Frame, Method | None, dict[str, Any] | None]:
+    """A method frame: (frame, its method or None when unknown/truncated, its argument values).
+
+    A method whose fast layout check passes gets a lazy frame (tree and Info built on demand) and
+    only the values the state machines read; any other gets its whole tree now."""
+    end = 7 + size
+    if size >= 4:
+        cid, mid = IDS.unpack_from(data, 7)
+        code = cid << 16 | mid
+        fast = FAST.get(code)
+        if fast is not None:
+            values = fast(data, end)
+            if values is not None:
+                meth = METHODS[code]
+                return LazyFrame(d, offset, len(data), meth.name, code, findings, data, build_method, meth), meth, \
+                    values
+    fields = head_fields(1, ch, size)
+    if size < 4:
+        findings.append(R.FRAMING_TRUNCATED(f"a method frame needs 4 bytes of class and method id, has {size}"))
+        fields.append(Field("payload", bytes(data[7:end]), 7, size))
+        return Frame(d, offset, len(data), "Method", None, "Method (truncated)", fields, findings), None, None
+    meth = METHODS.get(code)
+    cls_name = CLASSES.get(cid)
+    # "class"/"method", not "class_id"/"method_id": close methods have arguments of those names.
+    fields.append(Field("class", cid, 7, 2, cls_name or LEGACY_CLASSES.get(cid, "unknown")))
+    if meth is None:
+        if cls_name is None:
+            legacy = LEGACY_CLASSES.get(cid)
+            findings.append(R.METHOD_UNKNOWN_CLASS(
+                f"class {cid}" + (f" ({legacy}, an AMQP 0-8/0-9 class removed in 0-9-1)" if legacy else
+                                  " is not an AMQP 0-9-1 class")))
+            command = f"{legacy or f'Class{cid}'}.Unknown({mid})"
+        else:
+            findings.append(R.METHOD_UNKNOWN(f"class {cls_name} has no method {mid}"))
+            command = f"{cls_name}.Unknown({mid})"
+        fields.append(Field("method", mid, 9, 2, "unknown"))
+        if size > 4:
+            fields.append(Field("arguments", bytes(data[11:end]), 11, size - 4))
+        return Frame(d, offset, len(data), command, code, command, fields, findings), None, None
+    fields.append(Field("method", mid, 9, 2, meth.name.partition(".")[2]))
+    TableNotes.reset()
+    try:
+        args, stop = meth.layout.read_fields(memoryview(data), 11, end)
+    except DecodeError as exc:
+        findings.append(R.FRAMING_TRUNCATED(f"{meth.name}: {exc}"))
+        args, stop = [], end
+        fields.append(Field("arguments", bytes(data[11:end]), 11, size - 4, f"undecodable: {exc}"))
+    if stop < end:
+        findings.append(R.FRAMING_TRAILING(f"{meth.name}: {end - stop} bytes after the last argument"))
+    table_notes(meth.name, findings)
+    fields.extend(args)
+    values = {f.name: f.value for f in args}
+    frame = Frame(d, offset, len(data), meth.name, code, method_info(meth, values), fields, findings)
+    return frame, meth, values
+
+
+def table_notes(what: str, findings: list[Finding]) -> None:
+    if TableNotes.unknown:
+        findings.append(R.TABLE_UNKNOWN_TAG(f"{what}: " + "; ".join(TableNotes.unknown[:5])))
+    if TableNotes.spec_only:
+        findings.append(R.TABLE_SPEC_TAG(f"{what}: " + "; ".join(TableNotes.spec_only[:5])))
+
+
+def broker_frame_min(server_properties: Field | None) -> int:
+    """frame-min-size for this broker: RabbitMQ 4.1 raised it from the spec's 4096 to 8192."""
+    if server_properties is None:
+        return FRAME_MIN_SIZE
+    product, version = server_properties.child("product"), server_properties.child("version")
+    if product is None or product.value != "RabbitMQ" or version is None:
+        return FRAME_MIN_SIZE
+    parts = str(version.value).split(".")
+    try:
+        if (int(parts[0]), int(parts[1])) >= (4, 1):
+            return RABBITMQ_41_FRAME_MIN_SIZE
+    except (ValueError, IndexError):
+        pass
+    return FRAME_MIN_SIZE
+
+
+# ------------------------------------------------------------------------------ content
+def content_header(d: Direction, data: bytes, ch: int, size: int, offset: int, findings: list[Finding]
+                   ) -> tuple[Frame, tuple[int, int, int, str, list[str]] | None]:
+    """A content header: (frame, (class id, weight, body size, content type, property problems)),
+    the second None when the frame is too short for its fixed part."""
+    end = 7 + size
+    if size < 14:
+        fields = head_fields(2, ch, size)
+        findings.append(R.FRAMING_TRUNCATED(f"a content header needs at least 14 bytes, has {size}"))
+        fields.append(Field("payload", bytes(data[7:end]), 7, size))
+        return Frame(d, offset, len(data), "ContentHeader", 2, "ContentHeader (truncated)", fields, findings), None
+    class_id, weight, body_size = CH_HEAD.unpack_from(data, 7)
+    TableNotes.reset()
+    try:
+        content_type, problems, stop = scan_properties(data, 19, end)
+        if stop < end:
+            findings.append(R.FRAMING_TRAILING(f"content header: {end - stop} bytes after the last property"))
+    except DecodeError as exc:
+        findings.append(R.FRAMING_TRUNCATED(f"content header properties: {exc}"))
+        content_type, problems = "", []
+    table_notes("headers", findings)
+    frame = LazyFrame(d, offset, len(data), "ContentHeader", 2, findings, data, build_header, None)
+    return frame, (class_id, weight, body_size, content_type, problems)
+
+
+def content_body(d: Direction, data: bytes, offset: int, findings: list[Finding]) -> LazyFrame:
+    return LazyFrame(d, offset, len(data), "ContentBody", 3, findings, data, build_body, None)
+
+
+def complete(frame: LazyFrame, method: str, received: int, frames: int, raw: bytes, content_type: str) -> None:
+    """The message is whole: ``frame`` (its last frame) shows it, built on demand."""
+    frame._ctx = (method, received, frames, raw, content_type)
+
+
+def build_header(frame: LazyFrame, msg: tuple | None) -> tuple[list[Field], str]:
+    data = frame.data
+    assert data is not None
+    _t, ch, size = HDR.unpack_from(data, 0)
+    end = 7 + size
+    class_id, weight, body_size = CH_HEAD.unpack_from(data, 7)
+    fields = head_fields(2, ch, size)
+    fields += [Field("class_id", class_id, 7, 2, CLASSES.get(class_id, "unknown")), Field("weight", weight, 9, 2),
+               Field("body_size", body_size, 11, 8)]
+    content_type = ""
+    try:
+        props, _problems, _stop = decode_properties(memoryview(data), 19, end)
+        fields.extend(props)
+        for f in props:
+            if f.name == "content_type" and isinstance(f.value, str):
+                content_type = f.value
+    except DecodeError as exc:
+        fields.append(Field("properties", bytes(data[19:end]), 19, end - 19, f"undecodable: {exc}"))
+    info = f"ContentHeader size={body_size}" + (f" type={content_type}" if content_type else "")
+    if msg is not None:
+        info += _message(fields, msg)
+    return fields, info
+
+
+def build_body(frame: LazyFrame, msg: tuple | None) -> tuple[list[Field], str]:
+    data = frame.data
+    assert data is not None
+    _t, ch, size = HDR.unpack_from(data, 0)
+    if size <= PAYLOAD_KEEP:
+        pf = Field("payload", data[7:7 + size], 7, size)
+    else:
+        pf = Field("payload", data[7:7 + PAYLOAD_KEEP], 7, size, f"{size} bytes (first {PAYLOAD_KEEP} kept)")
+    fields = [Field("frame_type", 3, 0, 1, "ContentBody"), Field("channel", ch, 1, 2), Field("size", size, 3, 4), pf]
+    info = f"ContentBody len={size}"
+    if msg is not None:
+        info += _message(fields, msg)
+    return fields, info
+
+
+def _is_text(content_type: str, raw: bytes) -> str | None:
+    ct = content_type.lower()
+    textual = ct.startswith(_TEXT_TYPES) or ct.endswith(("+json", "+xml"))
+    if not textual and ct:
+        return None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        if not textual:
+            return None
+        # A cut in the middle of a multi-byte character at the display cap.
+        text = raw.decode("utf-8", errors="replace")
+    if not textual and not all(c.isprintable() or c in "\r\n\t" for c in text[:256]):
+        return None
+    return text
+
+
+def _short(value: Any, limit: int = 40) -> str:
+    s = value if isinstance(value, str) else repr(value)
+    return s if len(s) <= limit else s[:limit] + "…"
+
+
+def _message(fields: list[Field], msg: tuple) -> str:
+    """Append the whole message's field to ``fields``; returns the Info text for it."""
+    name, total, frames, raw, content_type = msg
+    truncated = total > len(raw)
+    text = _is_text(content_type, raw)
+    children = [Field("method", name, -1, 0), Field("body_size", total, -1, 0), Field("body_frames", frames, -1, 0)]
+    if text is not None:
+        children.append(Field("body", text, -1, 0, f"first {len(raw)} of {total} bytes" if truncated else None))
+        preview = f": {_short(text)!r}" if total else ""
+    else:
+        children.append(Field("body", raw[:64], -1, 0, f"{total} bytes of binary data"))
+        preview = " (binary)"
+    if truncated:
+        children.append(Field("body_truncated", True, -1, 0, f"only the first {len(raw)} bytes are kept"))
+    fields.append(Field("message", None, -1, 0, f"{name} message, {total} bytes in {frames} body frame(s)",
+                        children))
+    return f" [{name} message {total} bytes{preview}]"

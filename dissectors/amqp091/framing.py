@@ -1,0 +1,123 @@
+"""Framing: cutting each direction's bytes into AMQP 0-9-1 frames (spec §4.2.3) with the kit's
+:class:`Framer`, which resynchronises after junk and reports an incomplete frame at the end.
+
+What AMQP adds: the 8-byte protocol header that may start the client's stream, how plausible a
+frame header is (``measure``), and where the next frame may start after junk (``resync``).
+"""
+
+from __future__ import annotations
+
+import struct
+
+from dissectors.amqp091.codes import FRAME_END
+from dissectors.amqp091.methods import CLASSES
+from dissectors.kit.framing import ByteQueue, Framer
+from dissectors.kit.state import plain_state
+
+_HDR = struct.Struct(">BHI")
+KNOWN_TYPES = frozenset((1, 2, 3, 8))
+
+#: Frames larger than this are not believed before tune-ok (start-ok can carry big OAuth tokens).
+PRE_TUNE_CAP = 1 << 20
+UNLIMITED_CAP = 64 << 20
+MIDSTREAM_CAP = 16 << 20
+
+
+@plain_state
+class Side:
+    """One direction: the kit's framer and whether a protocol header may still come."""
+
+    __slots__ = ("framer", "header_possible", "direct", "measure", "resync")
+    TRANSIENT = ("measure", "resync")
+
+    def __init__(self, label: str, synced: bool, cap: list[int]) -> None:
+        self.framer = Framer(label, synced)
+        self.header_possible = synced
+        # Nothing buffered, in sync, no header or junk pending: segments are framed in place.
+        self.direct = False
+        self._rebuild_with(cap)
+
+    def _rebuild(self) -> None:  # after resume: the connection calls _rebuild_with with its cap cell
+        self.measure = self.resync = None
+
+    def _rebuild_with(self, cap: list[int]) -> None:
+        self.measure = make_measure(self, cap)
+        self.resync = make_resync(cap)
+
+    def update_direct(self) -> None:
+        f = self.framer
+        q = f.queue
+        self.direct = not len(q) and q.synced and not self.header_possible and f.junk_at < 0
+
+    def advance(self, n: int) -> None:
+        """``n`` bytes were framed straight from a segment, without passing through the queue."""
+        q = self.framer.queue
+        # The queue is empty: "losing" n bytes just moves its stream offset past them.
+        q.lost(n)
+        q.synced = True
+        self.framer.seen_frame = True
+        self.framer.after_gap = False
+
+
+def make_measure(side: Side, cap: list[int]):  # type: ignore[no-untyped-def]
+    unpack = _HDR.unpack_from
+
+    def measure(buf: memoryview, pos: int) -> int:
+        avail = len(buf) - pos
+        if side.header_possible:
+            n = min(avail, 4)
+            if bytes(buf[pos:pos + n]) == b"AMQP"[:n]:
+                return 8 if avail >= 8 else 0
+            side.header_possible = False
+        if avail < 7:
+            return 0
+        ftype, _ch, size = unpack(buf, pos)
+        if size > cap[0]:
+            side.framer.reason = f"a frame header claims {size} payload bytes, more than plausible"
+            return -1
+        if ftype in KNOWN_TYPES:
+            return size + 8
+        # Unknown type: only believe it when its frame-end octet is where it should be.
+        if avail < size + 8:
+            return 0
+        if buf[pos + size + 7] != FRAME_END:
+            side.framer.reason = f"frame type {ftype} is unknown and no frame-end follows its payload"
+            return -1
+        return size + 8
+
+    return measure
+
+
+def make_resync(cap_cell: list[int]):  # type: ignore[no-untyped-def]
+    unpack = _HDR.unpack_from
+
+    def resync(buf: memoryview, pos: int) -> tuple[int, bool]:
+        # A candidate is a known frame type with a plausible size whose frame-end octet is 0xCE
+        # (and, for a method, a known class). A candidate whose end is not buffered yet cannot
+        # be checked: keep scanning for a checkable one, and only wait (keeping bytes from the
+        # first unchecked candidate on) when none is found.
+        n = len(buf)
+        cap = cap_cell[0]
+        p = pos
+        unchecked = -1
+        while p < n:
+            t = buf[p]
+            if t in (1, 2, 3, 8):
+                if p + 7 > n:
+                    return (p if unchecked < 0 else unchecked), False
+                _t, _ch, size = unpack(buf, p)
+                if size <= cap:
+                    end = p + 7 + size
+                    if end < n:
+                        if buf[end] == FRAME_END and (t != 1 or size >= 4 and (buf[p + 7] << 8 | buf[p + 8])
+                                                      in CLASSES):
+                            return p, True
+                    elif unchecked < 0:
+                        unchecked = p
+            p += 1
+        return (n if unchecked < 0 else unchecked), False
+
+    return resync
+
+
+__all__ = ["ByteQueue", "KNOWN_TYPES", "MIDSTREAM_CAP", "PRE_TUNE_CAP", "Side", "UNLIMITED_CAP"]

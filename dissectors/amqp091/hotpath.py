@@ -1,0 +1,217 @@
+"""The hot path: the frames of a busy connection (publish/deliver + content header + body, and
+acks, on open channels) checked with a few comparisons against the steady state.
+
+Each function here runs the same checks as the general path (``Amqp091Connection.frame``) but
+decides them from the state directly: when every check passes it builds the (lazy) frame and
+updates the state exactly as the general path would; when any check would speak it returns 0
+having changed nothing, and the general path redoes the frame and says what is wrong. That the
+two paths agree is proven by tests/test_amqp091_hotpath.py (every bundled capture and mutated
+variants through both, ``Amqp091Connection(hot=False)`` being the general path alone).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from analyzer.api import Direction, Event
+from dissectors.amqp091.codes import FRAME_END
+from dissectors.amqp091.decode import (
+    BODY_KEEP,
+    CH_HEAD,
+    HDR,
+    IDS,
+    build_body,
+    build_header,
+    build_method,
+    complete,
+)
+from dissectors.amqp091.fast import FAST
+from dissectors.amqp091.framing import KNOWN_TYPES, Side
+from dissectors.amqp091.lazy import LazyFrame
+from dissectors.amqp091.machines import HS_DONE, OPEN
+from dissectors.amqp091.methods import METHODS, RESPONSE_CODES, Method
+from dissectors.amqp091.properties import clean_content_type
+from dissectors.amqp091.tracking import ACTIONS
+
+if TYPE_CHECKING:
+    from dissectors.amqp091.connection import Amqp091Connection
+
+
+def cut_segment(conn: Amqp091Connection, d: Direction, side: Side, data: bytes, out: list[Event]) -> int:
+    """Frame whole frames straight from ``data`` (nothing is queued on this side) into ``out``;
+    returns how many bytes were used (a trailing partial frame is left for the queue)."""
+    pos = 0
+    n = len(data)
+    base = side.framer.queue.offset
+    cap = conn.cap[0]
+    unpack = HDR.unpack_from
+    quiet_size, quiet_ch = conn._quiet
+    while n - pos >= 8:
+        ftype, ch, size = unpack(data, pos)
+        stop = pos + size + 8
+        if stop > n or size > cap or ftype not in KNOWN_TYPES:
+            break
+        if size <= quiet_size and ch <= quiet_ch and data[stop - 1] == FRAME_END:
+            after = _HOT[ftype](conn, d, data, pos, stop, ch, size, base, out)
+            if after:
+                pos = after
+                continue
+        out.append(conn.frame(d, side, data[pos:stop], base + pos))
+        if conn.foreign:
+            return stop
+        quiet_size, quiet_ch = conn._quiet
+        cap = conn.cap[0]
+        pos = stop
+    return pos
+
+
+def hot_piece(conn: Amqp091Connection, d: Direction, data: bytes, offset: int, out: list[Event]) -> bool:
+    """The hot path for one frame cut by the queue: True when it took the frame."""
+    ftype, ch, size = HDR.unpack_from(data, 0)
+    quiet_size, quiet_ch = conn._quiet
+    if ftype not in KNOWN_TYPES or size > quiet_size or ch > quiet_ch or data[-1] != FRAME_END:
+        return False
+    return bool(_HOT[ftype](conn, d, data, 0, len(data), ch, size, offset, out))
+
+
+# Each takes the frame data[pos:stop] (payload ``size`` bytes on channel ``ch``, at stream offset
+# base + pos) and appends it to ``out`` when every check passes, returning where the next frame
+# starts; 0 means "not here: use the general path", with nothing changed.
+
+def _hot_method(conn: Amqp091Connection, d: Direction, data: bytes, pos: int, stop: int, ch: int, size: int,
+                base: int, out: list[Event]) -> int:
+    """A hot method from its allowed sender on an open channel of an open connection, with no
+    content due: none of the general path's checks can fire, only its action runs."""
+    if size < 4 or ch == 0 or conn.hs != HS_DONE or conn.closed[d]:
+        return 0
+    hot = _HOT_METHODS[d].get(IDS.unpack_from(data, pos + 7))
+    if hot is None or conn.chans.get(ch) != OPEN:
+        return 0
+    content = conn.content[d]
+    if ch in content.awaiting or ch in content.seq.open:
+        return 0
+    meth, validate, act = hot
+    raw = data[pos:stop]
+    values = validate(raw, 7 + size)
+    if values is None:
+        return 0
+    frame = LazyFrame(d, base + pos, size + 8, meth.name, meth.code, [], raw, build_method, meth)
+    out.append(frame)
+    extra = act(conn, d, ch, meth, values, frame)
+    if extra:
+        frame._info_extra = extra
+    if meth.content:
+        after = _hot_content(d, meth, data, stop, ch, base, conn._quiet[0], conn.cap[0], out)
+        if after:
+            return after
+        content.awaiting[ch] = [meth.name, meth.class_id, frame.anchor()]
+    return stop
+
+
+def _hot_content(d: Direction, meth: Method, data: bytes, pos: int, ch: int, base: int, quiet_size: int, cap: int,
+                 out: list[Event]) -> int:
+    """The content header and single body frame of a hot content-bearing method just accepted on
+    ``ch``, when both follow in this segment (how clients and brokers write them) and pass the
+    checks of _hot_header and _hot_body: they are framed, and the channel is left as after the
+    whole message; returns where the next frame starts. Otherwise returns 0 having done nothing
+    (the caller marks the header as due and the loop takes the frames one by one).
+
+    The channel checks of those two hold by construction here: the method was just accepted on
+    this open channel with nothing due, so exactly this header is due, then this body."""
+    n = len(data)
+    if n - pos < 8:
+        return 0
+    ftype, hch, hsize = HDR.unpack_from(data, pos)
+    hstop = pos + hsize + 8
+    if (ftype != 2 or hch != ch or hstop > n or hsize < 14 or hsize > quiet_size or hsize > cap
+            or data[hstop - 1] != FRAME_END):
+        return 0
+    class_id, weight, body_size = CH_HEAD.unpack_from(data, pos + 7)
+    if weight or class_id != meth.class_id:
+        return 0
+    content_type = clean_content_type(data, pos + 19, hstop - 1)
+    if content_type is None:
+        return 0
+    if body_size:
+        if n - hstop < 8:
+            return 0
+        ftype, bch, bsize = HDR.unpack_from(data, hstop)
+        bstop = hstop + bsize + 8
+        if (ftype != 3 or bch != ch or bsize != body_size or bstop > n or bsize > quiet_size or bsize > cap
+                or data[bstop - 1] != FRAME_END):
+            return 0
+    header = LazyFrame(d, base + pos, hsize + 8, "ContentHeader", 2, [], data[pos:hstop], build_header, None)
+    out.append(header)
+    if not body_size:
+        complete(header, meth.name, 0, 0, b"", content_type)
+        return hstop
+    body = LazyFrame(d, base + hstop, bsize + 8, "ContentBody", 3, [], data[hstop:bstop], build_body, None)
+    out.append(body)
+    complete(body, meth.name, bsize, 1, data[hstop + 7:hstop + 7 + min(bsize, BODY_KEEP)], content_type)
+    return bstop
+
+
+def _hot_header(conn: Amqp091Connection, d: Direction, data: bytes, pos: int, stop: int, ch: int, size: int,
+                base: int, out: list[Event]) -> int:
+    """The content header a content-bearing method announced, with sound properties."""
+    if ch == 0 or size < 14 or conn.chans.get(ch) != OPEN:
+        return 0
+    content = conn.content[d]
+    due = content.awaiting.get(ch)
+    if due is None:
+        return 0
+    class_id, weight, body_size = CH_HEAD.unpack_from(data, pos + 7)
+    if weight or class_id != due[1]:
+        return 0
+    content_type = clean_content_type(data, pos + 19, stop - 1)
+    if content_type is None:
+        return 0
+    frame = LazyFrame(d, base + pos, size + 8, "ContentHeader", 2, [], data[pos:stop], build_header, None)
+    out.append(frame)
+    del content.awaiting[ch]
+    if body_size == 0:
+        complete(frame, due[0], 0, 0, b"", content_type)
+    else:
+        content.seq.start(ch, due[0], body_size, due[2])
+        content.meta[ch] = [content_type, 0, b""]
+    return stop
+
+
+def _hot_body(conn: Amqp091Connection, d: Direction, data: bytes, pos: int, stop: int, ch: int, size: int,
+              base: int, out: list[Event]) -> int:
+    """A body frame that does not overrun the size its content header announced."""
+    if ch == 0 or conn.chans.get(ch) != OPEN:
+        return 0
+    content = conn.content[d]
+    entry = content.seq.open.get(ch)
+    if entry is None or entry[2] + size > entry[1]:
+        return 0
+    raw = data[pos:stop]
+    frame = LazyFrame(d, base + pos, size + 8, "ContentBody", 3, [], raw, build_body, None)
+    out.append(frame)
+    content.add_body(ch, frame, raw, size, frame.findings)
+    return stop
+
+
+def _not_hot(conn: Amqp091Connection, d: Direction, data: bytes, pos: int, stop: int, ch: int, size: int,
+             base: int, out: list[Event]) -> int:
+    return 0
+
+
+#: Frame type -> its hot path (heartbeats are rare; unknown types always need a word).
+_HOT = (_not_hot, _hot_method, _hot_header, _hot_body, _not_hot, _not_hot, _not_hot, _not_hot, _not_hot)
+
+#: Per sender: (class id, method id) -> (method, layout check, action) of the methods the hot path
+#: takes: those none of whose own checks can fire on an open channel (not obsolete, no reply code,
+#: neither request nor reply of a synchronous exchange, not of class connection/channel). Which
+#: methods qualify is data (FAST and the method table); the differential test proves the rest.
+_HOT_METHODS: dict[str, dict[tuple[int, int], tuple[Method, Any, Any]]] = {"c2s": {}, "s2c": {}}
+for _code, _validate in FAST.items():
+    _meth = METHODS[_code]
+    if (_meth.note or _meth.responses or _code in RESPONSE_CODES or _meth.class_id <= 20
+            or any(f.name == "reply_code" for f in _meth.layout.fields)):
+        continue
+    for _d in ("c2s", "s2c"):
+        if _meth.direction in ("both", _d):
+            _HOT_METHODS[_d][_meth.class_id, _meth.method_id] = (_meth, _validate, ACTIONS[_code])
+del _code, _validate, _meth, _d
