@@ -111,3 +111,15 @@ def test_every_field_of_every_command_is_catalogued() -> None:
     assert {"trailing", "undecoded", "payload"} <= {f.name for fr in frames for f in fr.fields}
     assert any(f.name == "response_time" for fr in frames for f in fr.fields)
     check(frames)
+
+
+def test_repeatable_amqp_sections_are_always_lists() -> None:
+    """JSON keeps one type per field: data (and amqp-sequence) sections are a list with one or more."""
+    from analyzer.jsonout import fields_json
+    from dissectors.rabbitmq_stream.amqp import message_fields
+
+    one = encode_message(b"a")
+    two = one + one[:3] + b"\xa0\x01b"  # a second data section
+    for raw, want in ((one, ["a"]), (two, ["a", "b"])):
+        got = fields_json(message_fields(raw, 0, len(raw), 0) or [])
+        assert got["data"] == want

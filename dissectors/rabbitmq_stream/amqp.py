@@ -302,7 +302,28 @@ def message_fields(buf: bytes | memoryview, off: int, end: int, base: int) -> li
             pos = p
     except AmqpError:
         return None
-    return out
+    return _lists(out)
+
+
+#: Sections a message may carry more than once: always a list node, so their JSON type is stable.
+REPEATABLE = ("data", "amqp_sequence")
+
+
+def _lists(sections: list[Field]) -> list[Field]:
+    """Every repeatable section as one list node (in place of its first occurrence), elements ``[i]``."""
+    for name in REPEATABLE:
+        items = [f for f in sections if f.name == name]
+        if not items:
+            continue
+        first, last = items[0], items[-1]
+        wire = first.offset >= 0
+        node = Field(name, len(items), first.offset, last.offset + last.size - first.offset if wire else 0,
+                     None, items, True)
+        for i, f in enumerate(items):
+            f.name = f"[{i}]"
+        ids = {id(f) for f in items[1:]}
+        sections = [node if f is first else f for f in sections if id(f) not in ids]
+    return sections
 
 
 def _section(name: str, val: Any, at: int, size: int) -> Field:
