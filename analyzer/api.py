@@ -178,6 +178,12 @@ class Frame:
     src: str = ""
     dst: str = ""
     protocol: str = ""
+    # Stamped on every frame by the engine, left out of comparisons and repr so that frame classes
+    # which set their slots themselves (lazy frames) still compare before the engine saw them.
+    #: The conversation's Community ID (v1).
+    community_id: str | None = field(default=None, compare=False, repr=False)
+    #: The file of the last packet when several files are read as one capture (else None).
+    file: str | None = field(default=None, compare=False, repr=False)
 
     def anchor(self) -> FrameRef:
         """A plain-data reference to this frame that later findings can point at."""

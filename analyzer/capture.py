@@ -7,8 +7,10 @@ not grow with the file and no per-packet object is built beyond :class:`RawPacke
 from __future__ import annotations
 
 import gzip
+import math
 import struct
-from collections.abc import Iterator
+import zlib
+from collections.abc import Iterator, Sequence
 from typing import BinaryIO, NamedTuple
 
 CHUNK = 1 << 20
@@ -91,10 +93,28 @@ def read_packets(path: str) -> Iterator[RawPacket]:
             yield from _read_pcapng(path, _Chunks(f, head))
         else:
             raise CaptureError(f"{path}: not a pcap or pcapng capture (magic {head.hex()})")
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+    except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        # zlib.error: corrupt deflate data in a .gz, early or late; what came before was yielded.
         raise CaptureError(f"cannot read {path}: {exc}") from None
     finally:
         f.close()
+
+
+def order_captures(paths: Sequence[str]) -> list[str]:
+    """Files as ``tcpdump -C`` or ``-G`` rotates them, in capture order: by the timestamp of each
+    file's first packet (a file without packets, or unreadable from its first packet on, goes last,
+    where reading it reports what is wrong), ties in the order given."""
+    firsts: list[float] = []
+    for path in paths:
+        packets = read_packets(path)
+        try:
+            first = next(packets, None)
+        except CaptureError:
+            first = None
+        finally:
+            packets.close()
+        firsts.append(math.inf if first is None else first.ts)
+    return [p for _, _, p in sorted((t, i, p) for i, (t, p) in enumerate(zip(firsts, paths, strict=True)))]
 
 
 def _read_pcap(path: str, ch: _Chunks) -> Iterator[RawPacket]:

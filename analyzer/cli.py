@@ -12,8 +12,15 @@ from typing import Annotated
 import typer
 
 from analyzer.api import Finding, Frame
-from analyzer.capture import CaptureError, read_packets
-from analyzer.engine import ENGINE_RULES, Analyzer, FlowInfo, NoDecodableLinkType, fmt_endpoint
+from analyzer.capture import CaptureError
+from analyzer.engine import (
+    DEFAULT_IDLE_TIMEOUT,
+    ENGINE_RULES,
+    Analyzer,
+    FlowInfo,
+    NoDecodableLinkType,
+    fmt_endpoint,
+)
 from analyzer.jsonout import dumps, finding_json, frame_json
 from analyzer.registry import load_dissectors, parse_decode_as
 from analyzer.render import Output, SummaryRenderer, TreeRenderer, table
@@ -34,24 +41,31 @@ def fail(message: str) -> typer.Exit:
     return typer.Exit(2)
 
 
-def _analyzer(decode_as: list[str]) -> Analyzer:
+def _analyzer(decode_as: list[str], idle_timeout: float) -> Analyzer:
     dissectors = load_dissectors()
     try:
         mapping = parse_decode_as(decode_as, dissectors)
     except ValueError as exc:
         raise fail(str(exc)) from None
-    return Analyzer(dissectors, mapping)
+    if not idle_timeout >= 0:  # also refuses NaN
+        raise fail(f"--idle-timeout must be 0 (never) or a positive number of seconds, not {idle_timeout}")
+    return Analyzer(dissectors, mapping, idle_timeout=idle_timeout)
 
 
-CaptureArg = Annotated[Path, typer.Argument(help="pcap or pcapng file (optionally gzip-compressed)",
-                                            show_default=False)]
+CaptureArg = Annotated[list[Path], typer.Argument(
+    help="pcap or pcapng files (optionally gzip-compressed); several are read as one capture, in the "
+         "order of their first packets (as tcpdump -C/-G rotates them)", show_default=False)]
 DecodeAsOpt = Annotated[list[str], typer.Option("--decode-as", metavar="PORT=PROTO",
                                                 help="Decode TCP port PORT as protocol PROTO (repeatable)")]
+IdleOpt = Annotated[float, typer.Option(
+    "--idle-timeout", metavar="SECONDS",
+    help="Finish a conversation after this long without a packet, in capture time (0: never)")]
 
 
 @app.command()
 def inspect(
     capture: CaptureArg,
+    idle_timeout: IdleOpt = DEFAULT_IDLE_TIMEOUT,
     format: Annotated[Format, typer.Option("--format", "-f", help="Output format")] = Format.tree,
     flow: Annotated[int | None, typer.Option(help="Only this conversation (see `flows`)")] = None,
     protocol: Annotated[str | None, typer.Option(help="Only frames of this protocol")] = None,
@@ -61,7 +75,7 @@ def inspect(
     only_findings: Annotated[bool, typer.Option("--only-findings", help="Only frames with findings")] = False,
 ) -> None:
     """Decode every frame of every TCP conversation, with conformance findings."""
-    analyzer = _analyzer(decode_as)
+    analyzer = _analyzer(decode_as, idle_timeout)
     if protocol is not None and protocol not in analyzer.dissectors:
         raise fail(f"unknown protocol {protocol!r} (known: {', '.join(sorted(analyzer.dissectors))})")
     out = Output()
@@ -100,7 +114,7 @@ def inspect(
 
     error: str | None = None
     try:
-        for ev in analyzer.run(read_packets(str(capture))):
+        for ev in analyzer.run_files([str(c) for c in capture]):
             if isinstance(ev, Frame):
                 if not shown:
                     tree.t0 = summary.t0 = analyzer.first_ts or 0.0
@@ -121,9 +135,9 @@ def inspect(
     except CaptureError as exc:
         error = str(exc)
     except NoDecodableLinkType as exc:
-        error = f"{capture}: {exc}"
+        error = f"{', '.join(str(c) for c in capture)}: {exc}"
     if format is Format.json:
-        doc = {"capture": str(capture), **collected,
+        doc = {"capture": str(capture[0]) if len(capture) == 1 else [str(c) for c in capture], **collected,
                "flows": [flow_json(f) for f in analyzer.flows if flow is None or f.id == flow]}
         sys.stdout.write(json.dumps(doc, ensure_ascii=False, indent=1) + "\n")
     elif format in (Format.tree, Format.summary) and (error is None or analyzer.packets):
@@ -132,8 +146,9 @@ def inspect(
         for f in analyzer.flows:
             if flow is not None and f.id != flow or protocol is not None and f.protocol != protocol:
                 continue
-            for k, v in f.findings.items():
-                totals[k] += v
+            totals["error"] += f.errors
+            totals["warning"] += f.warnings
+            totals["note"] += f.notes
         out.line((f"-- {analyzer.packets} packets, {len(analyzer.flows)} TCP conversations, {shown} frames shown; "
                   f"findings: {totals['error']} errors, {totals['warning']} warnings, {totals['note']} notes", "dim"))
     sys.stdout.flush()
@@ -143,7 +158,7 @@ def inspect(
 
 def flow_json(f: FlowInfo) -> dict:
     return {"flow": f.id, "client": fmt_endpoint(f.client), "server": fmt_endpoint(f.server),
-            "protocol": f.protocol, "dialect": f.dialect, "packets": f.packets, "frames": f.frames,
+            "community_id": f.community_id, "protocol": f.protocol, "dialect": f.dialect, "packets": f.packets, "frames": f.frames,
             "bytes_c2s": f.bytes["c2s"], "bytes_s2c": f.bytes["s2c"], "findings": dict(f.findings),
             "first_ts": f.first_ts, "last_ts": f.last_ts}
 
@@ -153,27 +168,28 @@ def flows(
     capture: CaptureArg,
     decode_as: DecodeAsOpt = [],  # noqa: B006
     json_out: Annotated[bool, typer.Option("--json", help="JSON Lines, one object per conversation")] = False,
+    idle_timeout: IdleOpt = DEFAULT_IDLE_TIMEOUT,
 ) -> None:
-    """One row per TCP conversation: endpoints, protocol, frames, bytes, findings."""
-    analyzer = _analyzer(decode_as)
+    """One row per TCP conversation: endpoints, protocol, frames, bytes, findings, Community ID."""
+    analyzer = _analyzer(decode_as, idle_timeout)
     error = None
     try:
-        for _ in analyzer.run(read_packets(str(capture))):
+        for _ in analyzer.run_files([str(c) for c in capture]):
             pass
     except CaptureError as exc:
         error = str(exc)
     except NoDecodableLinkType as exc:
-        error = f"{capture}: {exc}"
+        error = f"{', '.join(str(c) for c in capture)}: {exc}"
     if json_out:
         for f in analyzer.flows:
             sys.stdout.write(dumps(flow_json(f)) + "\n")
     else:
         rows = [[f.id, fmt_endpoint(f.client), fmt_endpoint(f.server),
                  (f.protocol or "-") + (f"/{f.dialect}" if f.dialect else ""), f.packets, f.frames,
-                 f.bytes["c2s"], f.bytes["s2c"], f.findings["error"], f.findings["warning"], f.findings["note"]]
+                 f.bytes_c2s, f.bytes_s2c, f.errors, f.warnings, f.notes, f.community_id]
                 for f in analyzer.flows]
         table(Output(), ["flow", "client", "server", "protocol", "packets", "frames", "bytes c→s",
-                         "bytes s→c", "errors", "warnings", "notes"], rows)
+                         "bytes s→c", "errors", "warnings", "notes", "community id"], rows)
     if error is not None:
         raise fail(error)
 

@@ -2,20 +2,38 @@
 
 Protocol-agnostic. The engine owns everything that touches packets (numbers, timestamps,
 addresses) and hands each dissector only ordered bytes per direction.
+
+Time and release. Capture time drives a heap of (wake time, sequence, conversation) entries: a
+conversation wakes at the earlier of its dissector's :meth:`Connection.deadline` (the engine then
+calls :meth:`Connection.tick`) and its idle expiry (no packet for ``idle_timeout`` seconds of
+capture time: the conversation is finished as at the end of a capture). Entries are invalidated
+lazily (a conversation knows the sequence number of its one valid entry) and the heap is
+compacted when stale entries outnumber valid ones, so it holds at most about two entries per open
+conversation. A conversation closed by FIN on both sides or by RST is finished at once; what stays
+of it is its :class:`FlowInfo`. Opening and expiring cost a heap operation (O(log n) in the open
+conversations), closing O(1) amortised; nothing scans all conversations.
+
+Packet identity. The engine numbers packets itself, 1-based and across every file it reads (a
+global ordinal): with one file that is the file's own packet number; with several
+(:meth:`Analyzer.run_files`) events are given back as (file, packet number within that file).
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import heapq
 import socket
 import struct
+from bisect import bisect_left
 from collections import OrderedDict, deque
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 from analyzer.api import Category, Connection, Direction, Dissector, Event, Finding, Frame, Rule, Severity
-from analyzer.capture import RawPacket, read_packets
+from analyzer.capture import RawPacket, order_captures, read_packets
 from analyzer.packets import ACK, FIN, IP4TCP_BY_LINK, IP6TCP, RST, SYN, LinkDecoder, TcpSegment
-from analyzer.reassembly import GAP, Data, Gap, Note, StreamReassembler
+from analyzer.reassembly import GAP, Data, Gap, Note, StreamReassembler, b64, unb64
 from analyzer.reassembly import RULES as TCP_RULES
 from analyzer.registry import load_dissectors
 
@@ -25,45 +43,102 @@ UNKNOWN_LINKTYPE = Rule("capture.unknown_linktype", Severity.WARNING, Category.C
                         "Packets of a link type the analyzer cannot decode were skipped")
 DISSECTOR_ERROR = Rule("engine.dissector_error", Severity.ERROR, Category.MALFORMED,
                        "A dissector raised an exception; the rest of that conversation may be undecoded")
-ENGINE_RULES: tuple[Rule, ...] = (*TCP_RULES, TRUNCATED_PACKET, UNKNOWN_LINKTYPE, DISSECTOR_ERROR)
+CHECKPOINT_FINISHED = Rule("engine.checkpoint_finished", Severity.NOTE, Category.CAPTURE,
+                           "A conversation was finished at a checkpoint because its dissector cannot save "
+                           "its state; it continues as a new, mid-stream conversation")
+ENGINE_RULES: tuple[Rule, ...] = (*TCP_RULES, TRUNCATED_PACKET, UNKNOWN_LINKTYPE, DISSECTOR_ERROR,
+                                  CHECKPOINT_FINISHED)
 
 #: Bytes of one direction kept for heuristics before giving up on recognising the protocol.
 SNIFF_LIMIT = 4096
 SNIFF_THRESHOLD = 0.5
 #: Closed conversations remembered to absorb their trailing packets.
 CLOSED_KEEP = 4096
+#: Seconds of capture time without a packet after which a conversation is finished (Zeek's
+#: default for TCP inactivity is the same 5 minutes). 0 or None: never.
+DEFAULT_IDLE_TIMEOUT = 300.0
+#: Stale heap entries tolerated before the heap is compacted (and at most as many as valid ones).
+_STALE_SLACK = 64
+CHECKPOINT_VERSION = 1
 _SYN_FIN_RST = SYN | FIN | RST
+_C2S, _S2C = Direction.C2S, Direction.S2C
 
 
 class NoDecodableLinkType(Exception):
     """Every packet of the capture had a link type the analyzer cannot decode."""
 
 
-@dataclass(slots=True)
 class FlowInfo:
-    """One TCP conversation, as `streamproto flows` shows it."""
+    """One TCP conversation, as `streamproto flows` shows it: the summary that stays after the
+    conversation is finished, so kept small (slots, counters as plain attributes)."""
 
-    id: int
-    client: tuple[str, int]
-    server: tuple[str, int]
-    protocol: str | None = None
-    dialect: str | None = None
-    packets: int = 0
-    frames: int = 0
-    bytes: dict[Direction, int] = field(default_factory=lambda: {Direction.C2S: 0, Direction.S2C: 0})
-    findings: dict[str, int] = field(default_factory=lambda: {"error": 0, "warning": 0, "note": 0})
-    first_ts: float = 0.0
-    last_ts: float = 0.0
-    complete: bool = False  # both SYN and FIN/RST seen
+    __slots__ = ("id", "client", "server", "protocol", "dialect", "packets", "frames", "bytes_c2s", "bytes_s2c",
+                 "errors", "warnings", "notes", "first_ts", "last_ts", "complete", "community_id")
+
+    def __init__(self, id: int, client: tuple[str, int], server: tuple[str, int], first_ts: float = 0.0,
+                 last_ts: float = 0.0) -> None:
+        self.id = id
+        self.client = client
+        self.server = server
+        self.protocol: str | None = None
+        self.dialect: str | None = None
+        self.packets = 0
+        self.frames = 0
+        self.bytes_c2s = 0
+        self.bytes_s2c = 0
+        self.errors = 0
+        self.warnings = 0
+        self.notes = 0
+        self.first_ts = first_ts
+        self.last_ts = last_ts
+        self.complete = False  # both SYN and FIN/RST seen
+        self.community_id = community_id(client, server)
 
     @property
     def name(self) -> str:
         return f"{fmt_endpoint(self.client)} <-> {fmt_endpoint(self.server)}"
 
+    @property
+    def bytes(self) -> dict[str, int]:
+        return {"c2s": self.bytes_c2s, "s2c": self.bytes_s2c}
+
+    @property
+    def findings(self) -> dict[str, int]:
+        return {"error": self.errors, "warning": self.warnings, "note": self.notes}
+
+    def count(self, severity: Severity) -> None:
+        if severity is Severity.ERROR:
+            self.errors += 1
+        elif severity is Severity.WARNING:
+            self.warnings += 1
+        else:
+            self.notes += 1
+
+    def to_plain(self) -> list[Any]:
+        return [getattr(self, k) for k in self.__slots__]
+
+    @classmethod
+    def from_plain(cls, values: list[Any]) -> FlowInfo:
+        info = cls.__new__(cls)
+        for k, v in zip(cls.__slots__, values, strict=True):
+            setattr(info, k, tuple(v) if k in ("client", "server") else v)
+        return info
+
 
 def fmt_endpoint(ep: tuple[str, int]) -> str:
     ip, port = ep
     return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+
+
+def community_id(a: tuple[str, int], b: tuple[str, int], proto: int = 6, seed: int = 0) -> str:
+    """Community ID v1 of a flow (https://github.com/corelight/community-id-spec), as Zeek and
+    Suricata compute it: the same for both directions."""
+    ia, ib = _packed(a[0]), _packed(b[0])
+    pa, pb = a[1], b[1]
+    if (ia, pa) > (ib, pb):  # the spec orders the endpoints: the lower address (then port) first
+        ia, ib, pa, pb = ib, ia, pb, pa
+    digest = hashlib.sha1(struct.pack("!H", seed) + ia + ib + struct.pack("!BxHH", proto, pa, pb)).digest()
+    return "1:" + base64.b64encode(digest).decode("ascii")
 
 
 class _Side:
@@ -94,15 +169,26 @@ class _Side:
                 break
         return first, last, ts
 
+    def to_plain(self) -> dict[str, Any]:
+        return {"reasm": self.reasm.to_plain(), "segments": [list(s) for s in self.segments],
+                "sniff": b64(self.sniff_buf), "fin": self.fin, "last_ack": self.last_ack}
+
+    def load(self, d: dict[str, Any]) -> None:
+        self.reasm = StreamReassembler.from_plain(d["reasm"])
+        self.segments = deque(tuple(s) for s in d["segments"])  # type: ignore[misc]
+        self.sniff_buf = bytearray(unb64(d["sniff"]))
+        self.fin, self.last_ack = d["fin"], d["last_ack"]
+
 
 class _Conversation:
-    __slots__ = ("info", "sides", "dissector", "conn", "pending", "undecided", "midstream", "closed",
-                 "isn_client")
+    __slots__ = ("info", "key", "sides", "dissector", "conn", "pending", "undecided", "midstream", "closed",
+                 "isn_client", "timed", "deadline", "wake_at", "wake_seq")
 
     def __init__(self, info: FlowInfo, max_buffer: int, midstream: bool) -> None:
         self.info = info
-        self.sides = {Direction.C2S: _Side(max_buffer), Direction.S2C: _Side(max_buffer)}
-        c, s = self.sides[Direction.C2S], self.sides[Direction.S2C]
+        self.key = (info.client[0], info.client[1], info.server[0], info.server[1])
+        self.sides = {_C2S: _Side(max_buffer), _S2C: _Side(max_buffer)}
+        c, s = self.sides[_C2S], self.sides[_S2C]
         c.endpoint = s.peer = fmt_endpoint(info.client)
         s.endpoint = c.peer = fmt_endpoint(info.server)
         self.dissector: Dissector | None = None
@@ -113,16 +199,21 @@ class _Conversation:
         self.midstream = midstream
         self.closed = False
         self.isn_client: int | None = None
+        self.timed = False  # the dissector's connection has deadlines (overrides Connection.deadline)
+        self.deadline: float | None = None  # its last answer
+        self.wake_at: float | None = None  # the time of this conversation's valid heap entry
+        self.wake_seq = 0  # and its sequence number: any other entry for it is stale
 
 
 class Analyzer:
     """Runs packets through reassembly and dissectors. Iterate :meth:`run` for events."""
 
     def __init__(self, dissectors: dict[str, Dissector] | None = None, decode_as: dict[int, str] | None = None,
-                 max_buffer: int = 8 * 1024 * 1024) -> None:
+                 max_buffer: int = 8 * 1024 * 1024, idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT) -> None:
         self.dissectors = dissectors if dissectors is not None else load_dissectors()
         self.decode_as = dict(decode_as or {})
         self.max_buffer = max_buffer
+        self.idle_timeout = idle_timeout or None
         self.by_port: dict[int, str] = {}
         for d in self.dissectors.values():
             for p in d.default_ports:
@@ -135,6 +226,15 @@ class Analyzer:
         self._fast: dict[tuple[str, str, int, int], tuple[_Conversation, Direction, _Side, _Side, FlowInfo]] = {}
         # The same keyed as packets carry it: (packed src + dst addresses, sport, dport).
         self._fast_raw: dict[tuple[bytes, int, int], tuple[_Conversation, Direction, _Side, _Side, FlowInfo]] = {}
+        # Wake-ups: (capture time, sequence, conversation); see the module docstring.
+        self._heap: list[tuple[float, int, _Conversation]] = []
+        self._seq = 0
+        self._stale = 0
+        # Files read as one capture: (packets before the file's first one, path), in reading order.
+        self._files: list[tuple[int, str]] = []
+        self._file_starts: list[int] = []
+        #: Events name (file, packet within the file) instead of the global packet ordinal.
+        self.multi_file = False
         self.linkdec = LinkDecoder()
         self.packets = 0
         self.first_ts: float | None = None
@@ -144,12 +244,51 @@ class Analyzer:
         self.capture_findings = {"error": 0, "warning": 0, "note": 0}
         self._startup_errors: list[Finding] = []
 
+    @property
+    def live(self) -> int:
+        """Open conversations (not yet finished)."""
+        return len(self._live)
+
+    def run_files(self, paths: Sequence[str], *, final: bool = True) -> Iterator[Event]:
+        """Several capture files as one capture, as ``tcpdump -C``/``-G`` rotates them: ordered by
+        their first packet's time, each read in turn, conversations continuing across files."""
+        ordered = order_captures(paths)
+        if len(self._files) + len(ordered) > 1:
+            self.multi_file = True
+        return self.run(self._packets_of(ordered), final=final)
+
+    def _packets_of(self, paths: list[str]) -> Iterator[RawPacket]:
+        # Counted here rather than read from the engine: the engine keeps its count in a local.
+        n = self.packets
+        for path in paths:
+            self._files.append((n, path))
+            self._file_starts.append(n)
+            for pkt in read_packets(path):
+                n += 1
+                yield pkt
+
+    def locate(self, packet: int) -> tuple[str | None, int]:
+        """(file, packet number within it) of a packet ordinal; file None when not reading files."""
+        i = bisect_left(self._file_starts, packet) - 1
+        if i < 0:
+            return None, packet
+        start, path = self._files[i]
+        return path, packet - start
+
     # ----------------------------------------------------------------- driving
-    def run(self, packets: Iterable[RawPacket]) -> Iterator[Event]:
+    def run(self, packets: Iterable[RawPacket], *, final: bool = True) -> Iterator[Event]:
+        """Every frame and finding, in order. With ``final=False`` the capture is not over: open
+        conversations stay open (those whose dissector cannot save its state are finished, see
+        :meth:`checkpoint`) and the analyzer can be checkpointed or run on more packets."""
+        events = self._run(packets, final)
+        return self._localised(events) if self.multi_file else events
+
+    def _run(self, packets: Iterable[RawPacket], final: bool) -> Iterator[Event]:
         decode = self.linkdec.decode
         fastmap = self._fast
         rawmap = self._fast_raw
         fast = self._fast_segment
+        heap = self._heap
         by_link = IP4TCP_BY_LINK
         ip6tcp = IP6TCP.unpack_from
         struct_error = struct.error
@@ -160,9 +299,14 @@ class Analyzer:
         try:
             for pkt in packets:
                 count += 1
-                number, ts, linktype, data, _orig = pkt
+                number = count  # the engine's own ordinal: across files, one packet identity
+                _, ts, linktype, data, _orig = pkt
                 if not started:
                     self.first_ts, started = ts, True
+                if heap and heap[0][0] <= ts:
+                    # Capture time reached a conversation's deadline or idle expiry.
+                    self.packets, self.last_ts = count, ts
+                    yield from self._timers(ts)
                 # The shape of nearly every packet (IPv4 without options, TCP, on a fixed-length link
                 # header, in a conversation already under way) goes without building a TcpSegment.
                 link = by_link.get(linktype)
@@ -199,8 +343,9 @@ class Analyzer:
                 if seg.truncated:
                     self.packets, self.last_ts = count, ts
                     self.truncated_packets += 1
-                    f = TRUNCATED_PACKET(f"packet {number} was cut by the snap length "
-                                         f"({len(data)} of {pkt.orig_len} bytes captured)")
+                    file, local = self.locate(number) if self.multi_file else (None, number)
+                    f = TRUNCATED_PACKET(f"packet {local}{f' of {file}' if file else ''} was cut by the snap "
+                                         f"length ({len(data)} of {pkt.orig_len} bytes captured)")
                     f.frame = number
                     self.capture_findings[f.severity] += 1
                     yield f
@@ -217,7 +362,26 @@ class Analyzer:
                     yield from self._pop_startup_errors()
         finally:
             self.packets, self.last_ts = count, ts
-        yield from self.finish()
+        if final:
+            yield from self.finish()
+        else:
+            yield from self._pop_startup_errors()
+            yield from self._suspend()
+
+    def _localised(self, events: Iterator[Event]) -> Iterator[Event]:
+        """Packet ordinals back to (file, packet number within the file) for the consumer."""
+        locate = self.locate
+        for ev in events:
+            if isinstance(ev, Frame):
+                first, last = ev.packets
+                file, last_local = locate(last)
+                ev.packets = (locate(first)[1], last_local)
+                ev.file = file
+                for f in ev.findings:
+                    f.file, f.frame = file, last_local
+            elif ev.frame is not None:
+                ev.file, ev.frame = locate(ev.frame)
+            yield ev
 
     def _fast_segment(self, hit: tuple[_Conversation, Direction, _Side, _Side, FlowInfo], seq: int, ack: int,
                       flags: int, payload: bytes, number: int, ts: float) -> list[Event] | None:
@@ -239,7 +403,10 @@ class Analyzer:
                 if len(events) != 1 or type(events[0]) is not Data:
                     out.extend(self._stream(conv, direction, events, ts))
                 else:  # the common case, without _stream's generator
-                    info.bytes[direction] += len(events[0].data)
+                    if direction is _C2S:
+                        info.bytes_c2s += len(events[0].data)
+                    else:
+                        info.bytes_s2c += len(events[0].data)
                     if conv.conn is not None:
                         out.extend(self._deliver(conv, direction, events[0]))
         return out
@@ -249,9 +416,9 @@ class Analyzer:
         (cip, cport), (sip, sport) = conv.info.client, conv.info.server
         if conv.undecided:
             return
-        c, s = conv.sides[Direction.C2S], conv.sides[Direction.S2C]
-        to_server = (conv, Direction.C2S, c, s, conv.info)
-        to_client = (conv, Direction.S2C, s, c, conv.info)
+        c, s = conv.sides[_C2S], conv.sides[_S2C]
+        to_server = (conv, _C2S, c, s, conv.info)
+        to_client = (conv, _S2C, s, c, conv.info)
         self._fast[(cip, sip, cport, sport)] = to_server
         self._fast[(sip, cip, sport, cport)] = to_client
         craw, sraw = _packed(cip), _packed(sip)
@@ -282,7 +449,6 @@ class Analyzer:
     def finish(self) -> Iterator[Event]:
         for conv in list(self._live.values()):
             yield from self._close(conv, self.last_ts)
-        self._live.clear()
         yield from self._pop_startup_errors()
         if self.linkdec.unknown_linktype:
             if self.packets and self.linkdec.unsupported == self.packets:
@@ -292,6 +458,60 @@ class Analyzer:
                                  f"{sorted(self.linkdec.unknown_linktype)} were skipped")
             self.capture_findings[f.severity] += 1
             yield f
+
+    # ------------------------------------------------------------------- time
+    def _timers(self, now: float) -> Iterator[Event]:
+        """Wake every conversation whose heap entry is due: expire it if idle, else tick it."""
+        heap = self._heap
+        idle = self.idle_timeout
+        while heap and heap[0][0] <= now:
+            _, seq, conv = heapq.heappop(heap)
+            if conv.closed or conv.wake_seq != seq:
+                self._stale -= 1
+                continue
+            conv.wake_at = None
+            if idle is not None and conv.info.last_ts + idle <= now:
+                yield from self._close(conv, now, expired=True)
+                continue
+            if conv.deadline is not None and conv.deadline <= now and conv.conn is not None:
+                yield from self._tick(conv, now)
+            self._schedule(conv)
+
+    def _tick(self, conv: _Conversation, now: float) -> list[Event]:
+        conn = conv.conn
+        assert conn is not None
+        try:
+            out = conn.tick(now)
+            result = self._emit(conv, out) if out else []
+            conv.deadline = conn.deadline()
+        except Exception as exc:  # a dissector bug must not end the whole analysis
+            conv.deadline = None
+            return [self._account(conv, _dissector_crash(conv, exc))]
+        return result
+
+    def _schedule(self, conv: _Conversation) -> None:
+        """Make sure the conversation wakes at the earlier of its deadline and its idle expiry."""
+        idle = self.idle_timeout
+        when = conv.info.last_ts + idle if idle is not None else None
+        dl = conv.deadline
+        if dl is not None and (when is None or dl < when):
+            when = dl
+        if when is None:
+            return
+        at = conv.wake_at
+        if at is not None:
+            if at <= when:
+                return  # the entry already there fires first and schedules again
+            self._stale += 1
+        self._seq += 1
+        conv.wake_at, conv.wake_seq = when, self._seq
+        heap = self._heap
+        heapq.heappush(heap, (when, self._seq, conv))
+        if self._stale > _STALE_SLACK and 2 * self._stale > len(heap):
+            # In place: the packet loop holds the list.
+            heap[:] = [e for e in heap if not e[2].closed and e[2].wake_seq == e[1]]
+            heapq.heapify(heap)
+            self._stale = 0
 
     # ------------------------------------------------------------ conversations
     def _segment(self, seg: TcpSegment, number: int, ts: float) -> Iterator[Event]:
@@ -311,14 +531,14 @@ class Analyzer:
                 return
             conv = self._open(seg, ts)
         info = conv.info
-        direction = Direction.C2S if (seg.src, seg.sport) == info.client else Direction.S2C
+        direction = _C2S if (seg.src, seg.sport) == info.client else _S2C
         info.packets += 1
         info.last_ts = ts
         side = conv.sides[direction]
         events: list[Data | Gap | Note] = []
         if seg.flags & SYN:
             side.reasm.syn(seg.seq)
-            if direction is Direction.C2S:
+            if direction is _C2S:
                 conv.isn_client = seg.seq
         if seg.flags & ACK:
             events_peer = conv.sides[direction.other].reasm.peer_ack(seg.ack, number, ts)
@@ -329,7 +549,7 @@ class Analyzer:
             if events:
                 yield from self._stream(conv, direction, events, ts)
                 # Heuristics may have swapped the roles.
-                direction = Direction.C2S if conv.sides[Direction.C2S] is side else Direction.S2C
+                direction = _C2S if conv.sides[_C2S] is side else _S2C
         if seg.flags & FIN:
             side.fin = True
         if seg.flags & RST or (side.fin and conv.sides[direction.other].fin):
@@ -345,16 +565,17 @@ class Analyzer:
             client, server = a, b
         else:
             client, server = b, a
-        info = FlowInfo(id=len(self.flows) + 1, client=client, server=server, first_ts=ts, last_ts=ts)
+        info = FlowInfo(len(self.flows) + 1, client, server, ts, ts)
         self.flows.append(info)
         conv = _Conversation(info, self.max_buffer, midstream)
+        self._live[conv.key] = conv
         name = self._port_proto(server[1]) or self._port_proto(client[1])
         if name:
             self._choose(conv, self.dissectors[name])
-        self._live[(client[0], client[1], server[0], server[1])] = conv
         if not self.dissectors:
             conv.undecided = False  # nothing could decode it: only reassemble
             self._index(conv)
+        self._schedule(conv)
         return conv
 
     def _port_proto(self, port: int) -> str | None:
@@ -371,6 +592,22 @@ class Analyzer:
         conv.info.protocol = dissector.name
         conv.undecided = False
         self._index(conv)
+        self._timing(conv)
+
+    def _timing(self, conv: _Conversation) -> None:
+        """Does the conversation's dissector connection have deadlines? Read its first one."""
+        conn = conv.conn
+        # Duck-typed connections (not subclassing Connection) may have no deadline at all.
+        method = getattr(type(conn), "deadline", None)
+        conv.timed = conn is not None and method is not None and method is not Connection.deadline
+        if conv.timed:
+            try:
+                conv.deadline = conn.deadline()  # type: ignore[union-attr]
+            except Exception as exc:
+                conv.timed, conv.deadline = False, None
+                self._startup_errors.append(self._account(conv, _dissector_crash(conv, exc)))
+            if conv.deadline is not None:
+                self._schedule(conv)
 
     def _sniff(self, conv: _Conversation, direction: Direction) -> bool:
         """Try the heuristics; True when it swapped the client and server roles."""
@@ -389,7 +626,7 @@ class Analyzer:
                 conv.undecided = False  # give up: the conversation stays undecoded
                 self._index(conv)
             return False
-        swap = conv.midstream and from_client is not None and from_client != (direction is Direction.C2S)
+        swap = conv.midstream and from_client is not None and from_client != (direction is _C2S)
         if swap:
             self._swap_roles(conv)
         self._choose(conv, dissector)
@@ -398,13 +635,13 @@ class Analyzer:
     def _swap_roles(self, conv: _Conversation) -> None:
         info = conv.info
         info.client, info.server = info.server, info.client
-        info.bytes = {Direction.C2S: info.bytes[Direction.S2C], Direction.S2C: info.bytes[Direction.C2S]}
-        c, s = conv.sides[Direction.C2S], conv.sides[Direction.S2C]
-        conv.sides = {Direction.C2S: s, Direction.S2C: c}
+        info.bytes_c2s, info.bytes_s2c = info.bytes_s2c, info.bytes_c2s
+        c, s = conv.sides[_C2S], conv.sides[_S2C]
+        conv.sides = {_C2S: s, _S2C: c}
         conv.pending = [(d.other, ev) for d, ev in conv.pending]
-        key_old = next(k for k, v in self._live.items() if v is conv)
-        del self._live[key_old]
-        self._live[(info.client[0], info.client[1], info.server[0], info.server[1])] = conv
+        del self._live[conv.key]
+        conv.key = (info.client[0], info.client[1], info.server[0], info.server[1])
+        self._live[conv.key] = conv
 
     # ------------------------------------------------------------------ streams
     def _stream(self, conv: _Conversation, direction: Direction, events: list[Data | Gap | Note],
@@ -412,16 +649,17 @@ class Analyzer:
         info = conv.info
         for ev in events:
             if isinstance(ev, Note):
-                ev.finding.flow = info.id
                 yield self._account(conv, ev.finding)
                 continue
             if isinstance(ev, Gap):
                 f = GAP(f"{ev.length} bytes missing from the {direction} stream at offset {ev.offset} "
                         f"(capture loss)")
-                f.flow, f.frame = info.id, ev.packet
+                f.frame = ev.packet
                 yield self._account(conv, f)
+            elif direction is _C2S:
+                info.bytes_c2s += len(ev.data)
             else:
-                info.bytes[direction] += len(ev.data)
+                info.bytes_s2c += len(ev.data)
             if conv.undecided:
                 conv.pending.append((direction, ev))
                 if isinstance(ev, Data):
@@ -453,7 +691,15 @@ class Analyzer:
                 out = conn.feed(direction, ev.data, ev.ts)
             else:
                 out = conn.gap(direction, ev.length, ev.ts)
-            return self._emit(conv, out) if out else []
+            result = self._emit(conv, out) if out else []
+            if conv.timed:
+                # Bytes may have moved the deadline (an answer arrived, a heartbeat was seen).
+                dl = conn.deadline()
+                if dl != conv.deadline:
+                    conv.deadline = dl
+                    if dl is not None:
+                        self._schedule(conv)
+            return result
         except Exception as exc:  # a dissector bug must not end the whole analysis
             return [self._account(conv, _dissector_crash(conv, exc))]
 
@@ -462,8 +708,8 @@ class Analyzer:
         info = conv.info
         sides = conv.sides
         fid = info.id
+        cid = info.community_id
         protocol = info.protocol or ""
-        counts = info.findings
         result: list[Event] = []
         n_frames = 0
         for ev in out:
@@ -481,35 +727,49 @@ class Analyzer:
                     ev.packets = (first, last)
                 ev.ts = ts
                 ev.flow = fid
+                ev.community_id = cid
+                ev.file = None  # set when events are given back per file (_localised)
                 ev.src = side.endpoint
                 ev.dst = side.peer
                 ev.protocol = protocol
+                ref = ev.ref
+                if ref is not None:  # the dissector kept a reference: later findings can point here
+                    ref[2] = last
                 if ev.dialect:
                     info.dialect = ev.dialect
                 n_frames += 1
                 for f in ev.findings:
-                    f.flow, f.frame = fid, last
-                    counts[f.severity] += 1
+                    f.flow, f.frame, f.community_id = fid, last, cid
+                    info.count(f.severity)
                 result.append(ev)
             else:
                 ev.flow = fid
-                if ev.related is not None:
-                    ev.frame = ev.related.packets[1]
+                ev.community_id = cid
+                related = ev.related
+                if related is not None:  # about an earlier frame: the packet that carried it
+                    # (a dissector not yet on FrameRef hands the Frame itself)
+                    ev.frame = related.packets[1] if isinstance(related, Frame) else related[2]
                     ev.related = None
-                counts[ev.severity] += 1
+                info.count(ev.severity)
                 result.append(ev)
         info.frames += n_frames
         return result
 
     def _account(self, conv: _Conversation, f: Finding) -> Finding:
-        """Count a finding against its conversation."""
-        conv.info.findings[f.severity] += 1
+        """Stamp an engine finding with its conversation and count it."""
+        f.flow = conv.info.id
+        f.community_id = conv.info.community_id
+        conv.info.count(f.severity)
         return f
 
-    def _close(self, conv: _Conversation, ts: float) -> Iterator[Event]:
+    def _close(self, conv: _Conversation, ts: float, expired: bool = False) -> Iterator[Event]:
+        """Finish a conversation (closed, expired, or the capture ended) and release its state."""
         if conv.closed:
             return
         conv.closed = True
+        if conv.wake_at is not None:
+            self._stale += 1  # its heap entry is dead now
+            conv.wake_at = None
         self._unindex(conv)
         for direction, side in conv.sides.items():
             events = side.reasm.flush(ts)
@@ -517,7 +777,7 @@ class Analyzer:
                 yield from self._stream(conv, direction, events, ts)
         if conv.undecided and conv.pending and self.dissectors:
             # Short conversation: decide on whatever arrived.
-            for direction in (Direction.C2S, Direction.S2C):
+            for direction in (_C2S, _S2C):
                 if conv.sides[direction].sniff_buf and conv.conn is None:
                     self._sniff(conv, direction)
             if conv.conn is not None:
@@ -531,12 +791,119 @@ class Analyzer:
                 yield self._account(conv, _dissector_crash(conv, exc))
             if conv.conn.dialect:
                 conv.info.dialect = conv.conn.dialect
-        for k, v in list(self._live.items()):
-            if v is conv:
-                del self._live[k]
-                self._closed[k] = conv.info  # only the summary: the stream state is freed
-                if len(self._closed) > CLOSED_KEEP:
-                    self._closed.popitem(last=False)
+        if self._live.get(conv.key) is conv:
+            del self._live[conv.key]
+        if not expired:
+            # Only the summary stays, to absorb the trailing packets (last ACKs) of a closed one.
+            self._closed[conv.key] = conv.info
+            if len(self._closed) > CLOSED_KEEP:
+                self._closed.popitem(last=False)
+        # A stale heap entry may still hold the object until it is popped: keep nothing big in it.
+        conv.sides = {}
+        conv.conn = None
+        conv.pending = []
+
+    # -------------------------------------------------------------- checkpoints
+    def _suspend(self) -> Iterator[Event]:
+        """Before a checkpoint: finish the conversations whose dissector cannot save its state."""
+        for conv in list(self._live.values()):
+            if conv.conn is None:
+                continue
+            try:
+                _snapshot(conv.conn)
+                continue
+            except NotImplementedError:
+                f = CHECKPOINT_FINISHED(f"{conv.info.protocol} cannot save its state: conversation finished "
+                                        f"at the checkpoint")
+            except Exception as exc:
+                f = _dissector_crash(conv, exc)
+            yield self._account(conv, f)
+            yield from self._close(conv, self.last_ts, expired=True)
+
+    def checkpoint(self) -> dict[str, Any]:
+        """The analyzer's whole state as JSON-serialisable data, for :meth:`restore` in this or
+        another process: counters, every conversation's summary, and for each open conversation its
+        reassembly state (unconsumed and out-of-order bytes), undecided protocol sniffing (buffered
+        bytes and held-back stream events), wake-up times, and its dissector connection's
+        :meth:`Connection.snapshot`.
+
+        Take it after ``run(..., final=False)``, which finishes (with an
+        ``engine.checkpoint_finished`` note) the conversations whose dissector cannot snapshot
+        (``NotImplementedError``); later packets of such a conversation start a new, mid-stream one.
+        Raises NotImplementedError if an open conversation still cannot be snapshotted."""
+        live = []
+        for conv in self._live.values():
+            snap = _snapshot(conv.conn) if conv.conn is not None else None
+            live.append({
+                "flow": conv.info.id, "sides": {d.value: side.to_plain() for d, side in conv.sides.items()},
+                "dissector": conv.dissector.name if conv.dissector is not None else None, "conn": snap,
+                "pending": [[d.value, "data" if type(ev) is Data else "gap", ev.offset,
+                             b64(ev.data) if type(ev) is Data else ev.length, ev.packet, ev.ts]  # type: ignore[union-attr]
+                            for d, ev in conv.pending],
+                "undecided": conv.undecided, "midstream": conv.midstream, "isn_client": conv.isn_client,
+                "timed": conv.timed, "deadline": conv.deadline, "wake_at": conv.wake_at, "wake_seq": conv.wake_seq,
+            })
+        ld = self.linkdec
+        return {
+            "version": CHECKPOINT_VERSION, "packets": self.packets, "first_ts": self.first_ts,
+            "last_ts": self.last_ts, "truncated_packets": self.truncated_packets,
+            "capture_findings": dict(self.capture_findings),
+            "linkdec": {"non_tcp": ld.non_tcp, "unsupported": ld.unsupported, "malformed": ld.malformed,
+                        "fragments": ld.fragments, "unknown_linktype": sorted(ld.unknown_linktype)},
+            "flows": [f.to_plain() for f in self.flows],
+            "closed": [[list(k), info.id] for k, info in self._closed.items()],
+            "live": live, "seq": self._seq,
+            "files": [[n, p] for n, p in self._files], "multi_file": self.multi_file,
+        }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Continue from a :meth:`checkpoint` (on a new analyzer with the same dissectors); the next
+        :meth:`run` goes on with the capture's next packets. Raises ValueError on a state that
+        does not fit."""
+        if self.packets or self.flows:
+            raise ValueError("restore needs a fresh analyzer")
+        if state.get("version") != CHECKPOINT_VERSION:
+            raise ValueError(f"unsupported checkpoint version {state.get('version')!r}")
+        self.packets, self.first_ts, self.last_ts = state["packets"], state["first_ts"], state["last_ts"]
+        self.truncated_packets = state["truncated_packets"]
+        self.capture_findings = dict(state["capture_findings"])
+        ld, lds = self.linkdec, state["linkdec"]
+        ld.non_tcp, ld.unsupported, ld.malformed, ld.fragments = (
+            lds["non_tcp"], lds["unsupported"], lds["malformed"], lds["fragments"])
+        ld.unknown_linktype = set(lds["unknown_linktype"])
+        self.flows = [FlowInfo.from_plain(f) for f in state["flows"]]
+        for k, fid in state["closed"]:
+            self._closed[tuple(k)] = self.flows[fid - 1]  # type: ignore[index]
+        for c in state["live"]:
+            info = self.flows[c["flow"] - 1]
+            conv = _Conversation(info, self.max_buffer, c["midstream"])
+            for d, side in conv.sides.items():
+                side.load(c["sides"][d.value])
+            conv.pending = [(Direction(d), Data(off, unb64(x), pkt, ts) if kind == "data" else Gap(off, x, pkt, ts))
+                            for d, kind, off, x, pkt, ts in c["pending"]]
+            conv.undecided, conv.isn_client = c["undecided"], c["isn_client"]
+            conv.timed, conv.deadline = c["timed"], c["deadline"]
+            name = c["dissector"]
+            if name is not None:
+                conv.dissector = self.dissectors.get(name)
+                if conv.dissector is None:
+                    raise ValueError(f"checkpoint needs dissector {name!r}, which is not loaded")
+                if c["conn"] is not None:
+                    try:
+                        conv.conn = conv.dissector.resume(c["conn"])
+                    except Exception as exc:  # a broken snapshot: that conversation stays undecoded
+                        conv.timed, conv.deadline = False, None
+                        self._startup_errors.append(self._account(conv, _dissector_crash(conv, exc)))
+            self._live[conv.key] = conv
+            self._index(conv)
+            if c["wake_at"] is not None:
+                conv.wake_at, conv.wake_seq = c["wake_at"], c["wake_seq"]
+                self._heap.append((conv.wake_at, conv.wake_seq, conv))
+        heapq.heapify(self._heap)
+        self._seq = state["seq"]
+        self._files = [(n, p) for n, p in state["files"]]
+        self._file_starts = [n for n, _ in self._files]
+        self.multi_file = state["multi_file"]
 
 
 def _packed(ip: str) -> bytes:
@@ -544,11 +911,17 @@ def _packed(ip: str) -> bytes:
     return socket.inet_pton(socket.AF_INET6 if ":" in ip else socket.AF_INET, ip)
 
 
+def _snapshot(conn: Connection) -> dict[str, Any]:
+    method = getattr(conn, "snapshot", None)
+    if method is None:  # a duck-typed connection without the method cannot snapshot either
+        raise NotImplementedError(f"{type(conn).__name__} cannot be snapshotted")
+    return method()  # type: ignore[no-any-return]
+
+
 def _dissector_crash(conv: _Conversation, exc: Exception) -> Finding:
     f = DISSECTOR_ERROR(f"{conv.info.protocol} dissector failed: {type(exc).__name__}: {exc}")
     f.flow = conv.info.id
     return f
-
 
 
 def analyze_file(path: str, decode_as: dict[int, str] | None = None) -> Iterator[Event]:

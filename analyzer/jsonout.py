@@ -71,12 +71,13 @@ def field_json(f: Field) -> Any:
 
 def frame_json(frame: Frame) -> dict[str, Any]:
     packets = frame.packets
-    return {
+    out = {
         "type": "frame",
         "frame": packets[1],
         "packets": packets,  # a tuple: encoded as a JSON array
         "ts": frame.ts,
         "flow": frame.flow,
+        "community_id": frame.community_id,
         "src": frame.src,
         "dst": frame.dst,
         "direction": frame.direction,  # a str enum: encoded as its value
@@ -89,10 +90,16 @@ def frame_json(frame: Frame) -> dict[str, Any]:
         "fields": fields_json(frame.fields),
         "findings": [f.to_json() for f in frame.findings] if frame.findings else [],
     }
+    if frame.file is not None:  # several files read as one capture: packet numbers are per file
+        return {"type": "frame", "file": frame.file, **out}
+    return out
 
 
 def finding_json(f: Finding) -> dict[str, Any]:
-    return {"type": "finding", "flow": f.flow, "frame": f.frame, **f.to_json()}
+    if f.file is not None:
+        return {"type": "finding", "file": f.file, "flow": f.flow, "community_id": f.community_id,
+                "frame": f.frame, **f.to_json()}
+    return {"type": "finding", "flow": f.flow, "community_id": f.community_id, "frame": f.frame, **f.to_json()}
 
 
 # One encoder for every line: json.dumps with options builds a new encoder per call.

@@ -11,7 +11,9 @@ retransmission, so it is waited for.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import base64
+import heapq
+from typing import Any, NamedTuple
 
 from analyzer.api import Category, Finding, Rule, Severity
 
@@ -38,7 +40,7 @@ class Data(NamedTuple):
 class Gap(NamedTuple):
     offset: int
     length: int
-    packet: int
+    packet: int | None  # where the stream resumes after the hole; None when it never does
     ts: float
 
 
@@ -51,7 +53,7 @@ _new = tuple.__new__  # builds a named tuple without its Python-level constructo
 
 
 class StreamReassembler:
-    __slots__ = ("max_buffer", "next_seq", "next_abs", "pending", "pending_bytes", "tail", "tail_start",
+    __slots__ = ("max_buffer", "next_seq", "next_abs", "pending", "order", "pending_bytes", "tail", "tail_start",
                  "fin_abs", "acked_abs")
 
     def __init__(self, max_buffer: int = 8 * 1024 * 1024) -> None:
@@ -59,6 +61,10 @@ class StreamReassembler:
         self.next_seq: int | None = None  # sequence number of the next expected byte
         self.next_abs = 0  # its stream offset
         self.pending: dict[int, tuple[bytes, int, float]] = {}  # offset -> (data, packet, ts)
+        # The keys of ``pending`` as a min-heap: the lowest waiting offset in O(1), insertion in
+        # O(log n) (a ``min()`` per segment made reversed delivery quadratic). Always the same set
+        # as ``pending``'s keys: entries are only ever removed lowest first.
+        self.order: list[int] = []
         self.pending_bytes = 0
         self.tail = bytearray()  # the last delivered bytes, ending at next_abs
         self.tail_start = 0
@@ -116,16 +122,18 @@ class StreamReassembler:
             return out
         old = self.pending.get(start)
         if old is None or len(old[0]) < n:
-            if old is not None:
+            if old is None:
+                heapq.heappush(self.order, start)
+            else:
                 self.pending_bytes -= len(old[0])
             self.pending[start] = (payload, packet, ts)
             self.pending_bytes += n
         if self.acked_abs > nxt:
-            self._lose(min(self.acked_abs, min(self.pending)), packet, ts, out)
+            self._lose(min(self.acked_abs, self.order[0]), packet, ts, out)
         elif self.pending_bytes > self.max_buffer:
             out.append(Note(BUFFER_OVERFLOW(
                 f"{self.pending_bytes} bytes waited behind a hole at offset {nxt}; limit {self.max_buffer}")))
-            self._lose(min(self.pending), packet, ts, out)
+            self._lose(self.order[0], packet, ts, out)
         return out
 
     def peer_ack(self, ack: int, packet: int, ts: float) -> list[Event]:
@@ -142,7 +150,7 @@ class StreamReassembler:
         self.acked_abs = a
         if self.pending and a > self.next_abs:
             out: list[Event] = []
-            self._lose(min(a, min(self.pending)), packet, ts, out)
+            self._lose(min(a, self.order[0]), packet, ts, out)
             return out
         return []
 
@@ -150,13 +158,35 @@ class StreamReassembler:
         """End of capture: whatever waits behind holes is delivered, the holes reported."""
         out: list[Event] = []
         while self.pending:
-            first = min(self.pending)
-            self._lose(first, self.pending[first][1], ts, out)
-        # Bytes the FIN or the peer's acknowledgement prove were sent, but the capture never saw.
+            self._lose(self.order[0], None, ts, out)
+        # Bytes the FIN or the peer's acknowledgement prove were sent, but the capture never saw:
+        # no packet resumes the stream after them, so the hole belongs to no packet.
         end = max(self.fin_abs or 0, self.acked_abs)
         if self.next_seq is not None and end > self.next_abs:
-            self._lose(end, 0, ts, out)
+            self._lose(end, None, ts, out)
         return out
+
+    # ------------------------------------------------------------------ checkpoints
+    def to_plain(self) -> dict[str, Any]:
+        """The whole state as JSON-serialisable data (for :meth:`Analyzer.checkpoint`)."""
+        return {"max_buffer": self.max_buffer, "next_seq": self.next_seq, "next_abs": self.next_abs,
+                "pending": [[off, b64(self.pending[off][0]), self.pending[off][1], self.pending[off][2]]
+                            for off in sorted(self.pending)],
+                "tail": b64(self.tail), "tail_start": self.tail_start, "fin_abs": self.fin_abs,
+                "acked_abs": self.acked_abs}
+
+    @classmethod
+    def from_plain(cls, d: dict[str, Any]) -> StreamReassembler:
+        r = cls(d["max_buffer"])
+        r.next_seq, r.next_abs = d["next_seq"], d["next_abs"]
+        for off, data, packet, ts in d["pending"]:
+            raw = unb64(data)
+            r.pending[off] = (raw, packet, ts)
+            r.pending_bytes += len(raw)
+            r.order.append(off)  # sorted: already a heap
+        r.tail = bytearray(unb64(d["tail"]))
+        r.tail_start, r.fin_abs, r.acked_abs = d["tail_start"], d["fin_abs"], d["acked_abs"]
+        return r
 
     # ------------------------------------------------------------------ internals
     def _advance(self, payload: bytes, n: int) -> None:
@@ -183,10 +213,17 @@ class StreamReassembler:
             out.append(Note(OVERLAP_MISMATCH(
                 f"{len(new)} bytes at stream offset {lo} were sent again with different content")))
 
-    def _lose(self, upto: int, packet: int, ts: float, out: list[Event]) -> None:
-        """Give up on the bytes before ``upto``, then deliver whatever is now in order."""
+    def _lose(self, upto: int, packet: int | None, ts: float, out: list[Event]) -> None:
+        """Give up on the bytes before ``upto``, then deliver whatever is now in order.
+
+        ``packet`` is the one that proved the loss; the gap is reported at the packet whose data
+        resumes the stream right after the hole when the capture holds it (as Wireshark reports
+        "previous segment not captured"), else at ``packet``."""
         nxt = self.next_abs
         if upto > nxt:
+            resumed = self.pending.get(upto)
+            if resumed is not None:
+                packet = resumed[1]
             out.append(Gap(nxt, upto - nxt, packet, ts))
             self.next_seq = (self.next_seq + upto - nxt) % MOD  # type: ignore[operator]
             self.next_abs = upto
@@ -196,11 +233,13 @@ class StreamReassembler:
 
     def _drain(self, out: list[Event]) -> None:
         pending = self.pending
-        while pending:
-            first = min(pending)
+        order = self.order
+        while order:
+            first = order[0]
             nxt = self.next_abs
             if first > nxt:
                 return
+            heapq.heappop(order)
             data, packet, ts = pending.pop(first)
             self.pending_bytes -= len(data)
             end = first + len(data)
@@ -212,3 +251,12 @@ class StreamReassembler:
                 data, first = data[overlap:], nxt
             self._advance(data, len(data))
             out.append(Data(first, data, packet, ts))
+
+
+def b64(data: bytes | bytearray) -> str:
+    """Bytes as JSON text (checkpoints)."""
+    return base64.b64encode(data).decode("ascii")
+
+
+def unb64(text: str) -> bytes:
+    return base64.b64decode(text)

@@ -84,6 +84,8 @@ class TreeRenderer:
         o = self.out
         first, last = fr.packets
         pk = f"#{last}" if first == last else f"#{last} [{first}-{last}]"
+        if fr.file is not None:  # several files: packet numbers count within each file
+            pk = f"{fr.file} {pk}"
         rel = fr.ts - self.t0
         o.line((f"{pk} ", "bold"), (f"+{rel:.6f}s ", "dim"), (f"flow {fr.flow} ", "dim"),
                (endpoints(fr) + " ", None),
@@ -121,7 +123,7 @@ class TreeRenderer:
         if indent == 0:
             where = f"flow {f.flow} " if f.flow is not None else "capture "
             if f.frame is not None:
-                where += f"#{f.frame} "
+                where += f"{f.file} #{f.frame} " if f.file is not None else f"#{f.frame} "
         self.out.line((pad, None), (f"[{SEVERITY_MARK[f.severity]}] {f.severity}: ", SEVERITY_STYLE[f.severity]),
                       (where, "dim"), (f.message, None), (f"  <{f.id}>", "dim"))
 
@@ -136,13 +138,16 @@ class SummaryRenderer:
         mark: list[Part] = []
         if worst is not None:
             mark = [(f"  [{len(fr.findings)} finding{'s' * (len(fr.findings) != 1)}]", SEVERITY_STYLE[worst])]
-        self.out.line((f"{fr.packets[1]:>7} ", None), (f"{fr.ts - self.t0:>11.6f} ", "dim"),
+        file: list[Part] = [(f"{fr.file} ", "dim")] if fr.file is not None else []
+        self.out.line(*file, (f"{fr.packets[1]:>7} ", None), (f"{fr.ts - self.t0:>11.6f} ", "dim"),
                       (endpoints(fr) + " ", None),
                       (f"{fr.protocol:<16}", "magenta"), (f"{fr.size:>7} ", "dim"),
                       (fr.info or fr.command, None), *mark)
 
     def finding(self, f: Finding) -> None:
-        where = (f"flow {f.flow}" if f.flow is not None else "capture") + (f" #{f.frame}" if f.frame else "")
+        where = f"flow {f.flow}" if f.flow is not None else "capture"
+        if f.frame:
+            where += f" {f.file} #{f.frame}" if f.file is not None else f" #{f.frame}"
         self.out.line((f"{'':>7} ", None), (f"[{SEVERITY_MARK[f.severity]}] {f.severity}: ", SEVERITY_STYLE[f.severity]),
                       (f"{where}: {f.message}", None), (f"  <{f.id}>", "dim"))
 

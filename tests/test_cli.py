@@ -49,8 +49,8 @@ def test_jsonl_contract(capture: Path):
     lines = [json.loads(x) for x in r.stdout.splitlines()]
     frames = [x for x in lines if x["type"] == "frame"]
     findings = [x for x in lines if x["type"] == "finding"]
-    keys = {"type", "frame", "packets", "ts", "flow", "src", "dst", "direction", "protocol", "dialect",
-            "command", "code", "size", "fields", "findings"}
+    keys = {"type", "frame", "packets", "ts", "flow", "community_id", "src", "dst", "direction", "protocol",
+            "dialect", "command", "code", "size", "fields", "findings"}
     assert all(keys <= set(f) for f in frames)
     first = frames[0]
     assert first["frame"] == first["packets"][1] == 4 and first["direction"] == "c2s"
@@ -63,8 +63,9 @@ def test_jsonl_contract(capture: Path):
     assert frames[2]["fields"]["line"] == "4f4b20fffe"  # not UTF-8: hex
     gap = [f for f in findings if f["id"] == "tcp.gap"]
     assert len(gap) == 1 and gap[0]["flow"] == 2 and gap[0]["severity"] == "warning"
-    assert set(gap[0]) == {"type", "flow", "frame", "id", "severity", "category", "message",
+    assert set(gap[0]) == {"type", "flow", "community_id", "frame", "id", "severity", "category", "message",
                            "fingerprint"}
+    assert gap[0]["community_id"] == frames[-1]["community_id"] != frames[0]["community_id"]
 
 
 def test_tree_is_plain_text_when_not_a_terminal(capture: Path):

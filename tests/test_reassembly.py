@@ -96,8 +96,65 @@ def test_peer_ack_proves_a_loss_before_waiting_data():
     assert r.segment(1, b"aaaa", False, 1, 0.0)
     assert r.segment(9, b"cccc", False, 3, 0.0) == []  # bytes 4..8 may still come
     out = r.peer_ack(13, 4, 1.0)
-    assert [(e.offset, e.length, e.packet) for e in out if isinstance(e, Gap)] == [(4, 4, 4)]
+    # The acknowledgement (packet 4) proves the loss; the gap is reported where the stream resumes,
+    # packet 3, as Wireshark's "previous segment not captured".
+    assert [(e.offset, e.length, e.packet) for e in out if isinstance(e, Gap)] == [(4, 4, 3)]
     assert stream_of(out) == b"cccc"
+
+
+def test_an_acknowledged_hole_with_nothing_after_it_is_reported_at_the_acknowledgement():
+    r = StreamReassembler()
+    r.syn(0)
+    r.segment(1, b"aaaa", False, 1, 0.0)
+    r.segment(13, b"dddd", False, 2, 0.0)  # bytes 4..12 missing, data waits at 12
+    out = r.peer_ack(9, 3, 1.0)  # the peer has 4..8: lost, but nothing resumes at 8 yet
+    assert [(e.offset, e.length, e.packet) for e in out if isinstance(e, Gap)] == [(4, 4, 3)]
+    out = r.flush(2.0)
+    assert [(e.offset, e.length, e.packet) for e in out if isinstance(e, Gap)] == [(8, 4, 2)]
+    assert stream_of(out) == b"dddd"
+
+
+def test_a_hole_at_the_end_of_a_stream_belongs_to_no_packet():
+    r = StreamReassembler()
+    r.syn(0)
+    r.segment(1, b"aaaa", False, 1, 0.0)
+    r.segment(9, b"", True, 2, 0.0)  # the FIN says 4 bytes were sent that the capture never saw
+    out = r.flush(2.0)
+    assert [(e.offset, e.length, e.packet) for e in out if isinstance(e, Gap)] == [(4, 4, None)]
+
+
+def test_reversed_segments_reassemble_in_n_log_n():
+    # 100,000 segments delivered last first: each insertion must be O(log n) (a min() over the
+    # waiting segments per insertion made this quadratic: minutes instead of a fraction of a second).
+    import time
+    n = 100_000
+    r = StreamReassembler(max_buffer=1 << 30)
+    r.syn(0)
+    t = time.perf_counter()
+    out = []
+    for i in reversed(range(n)):
+        out += r.segment(1 + i * 10, b"%010d" % i, False, n - i, 0.0)
+    elapsed = time.perf_counter() - t
+    assert stream_of(out) == b"".join(b"%010d" % i for i in range(n))
+    assert not r.pending and not r.order
+    assert elapsed < 20, elapsed  # generous: quadratic takes minutes, n log n well under a second
+
+
+def test_reassembly_state_round_trips_through_json():
+    import json
+    data = bytes(range(256)) * 4
+    segs = cut(data, [7, 13, 100])
+    segs.reverse()
+    straight, resumed = StreamReassembler(), StreamReassembler()
+    straight.syn(41)
+    resumed.syn(41)
+    out_a: list = []
+    out_b: list = []
+    for i, (off, p) in enumerate(segs):
+        out_a += straight.segment(42 + off, p, False, i + 1, float(i))
+        out_b += resumed.segment(42 + off, p, False, i + 1, float(i))
+        resumed = StreamReassembler.from_plain(json.loads(json.dumps(resumed.to_plain())))
+    assert stream_of(out_a + straight.flush(9.0)) == stream_of(out_b + resumed.flush(9.0)) == data
 
 
 def test_retransmission_with_different_bytes_is_reported():
