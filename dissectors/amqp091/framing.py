@@ -51,12 +51,14 @@ class Side:
 
     def advance(self, n: int) -> None:
         """``n`` bytes were framed straight from a segment, without passing through the queue."""
-        q = self.framer.queue
-        # The queue is empty: "losing" n bytes just moves its stream offset past them.
-        q.lost(n)
-        q.synced = True
-        self.framer.seen_frame = True
-        self.framer.after_gap = False
+        f = self.framer
+        # The queue is empty: moving its stream offset past the bytes is all there is to do. (The
+        # kit's ByteQueue has no public way to skip bytes it never held; ``lost`` would do it but
+        # costs an allocation per segment on the hot path.)
+        f.queue._base += n
+        if f.after_gap or not f.seen_frame:
+            f.seen_frame = True
+            f.after_gap = False
 
 
 def make_measure(side: Side, cap: list[int]):  # type: ignore[no-untyped-def]

@@ -162,8 +162,13 @@ def publish(conn: Amqp091Connection, d: str, ch: int, meth: Method, values: dict
         return ""
     tr.publish_seq += 1
     seq = tr.publish_seq
-    if "unconfirmed" not in tr.untracked:
-        if tr.unconfirmed.spans() >= conn.limits["ranges"]:
+    rs = tr.unconfirmed
+    r = rs.r
+    if r and r[-1] == seq:  # the common case, inline: the next publish in a row
+        r[-1] = seq + 1
+        rs.count += 1
+    elif "unconfirmed" not in tr.untracked:
+        if len(r) >= 2 * conn.limits["ranges"]:
             conn.over_limit(frame, "ranges", f"channel {ch}: more than {conn.limits['ranges']} ranges of unconfirmed "
                                       f"publishes; its confirms are no longer checked")
             tr.untracked.add("unconfirmed")
@@ -175,7 +180,7 @@ def publish(conn: Amqp091Connection, d: str, ch: int, meth: Method, values: dict
 
 
 def deliver(conn: Amqp091Connection, d: str, ch: int, meth: Method, values: dict[str, Any], frame: Frame) -> str:
-    tr = conn.track(ch)
+    tr = conn.tracks.get(ch) or conn.track(ch)
     tag = values.get("delivery_tag")
     noack = False
     if meth.code == M.BASIC_DELIVER:
@@ -185,8 +190,15 @@ def deliver(conn: Amqp091Connection, d: str, ch: int, meth: Method, values: dict
     if isinstance(tag, int):
         if tr.tag_floor < 0 and conn.midstream:
             tr.tag_floor = tag - 1
-        if not noack and "unacked" not in tr.untracked:
-            if tr.unacked.spans() >= conn.limits["ranges"] and tag not in tr.unacked:
+        rs = tr.unacked
+        r = rs.r
+        if noack:
+            pass
+        elif r and r[-1] == tag:  # the common case, inline: the next delivery in a row
+            r[-1] = tag + 1
+            rs.count += 1
+        elif "unacked" not in tr.untracked:
+            if len(r) >= 2 * conn.limits["ranges"] and tag not in rs:
                 conn.over_limit(frame, "ranges", f"channel {ch}: more than {conn.limits['ranges']} ranges of "
                                           f"unacknowledged delivery tags; its acks are no longer checked")
                 tr.untracked.add("unacked")
