@@ -6,7 +6,6 @@ not grow with the file and no per-packet object is built beyond :class:`RawPacke
 
 from __future__ import annotations
 
-import gzip
 import math
 import struct
 import zlib
@@ -80,11 +79,13 @@ def read_packets(path: str) -> Iterator[RawPacket]:
         try:
             head = f.read(4)
             if head[:2] == b"\x1f\x8b":
-                f.close()
-                f = gzip.open(path, "rb")  # type: ignore[assignment]
+                f.seek(0)
+                f = _Inflate(f)  # type: ignore[assignment]
                 head = f.read(4)
         except (OSError, EOFError) as exc:
             raise CaptureError(f"cannot read {path}: {exc}") from None
+        except zlib.error as exc:
+            raise CaptureError(f"cannot read {path}: corrupt compressed data ({exc})") from None
         if len(head) < 4:
             raise CaptureError(f"{path}: not a capture file (too short)")
         if head in PCAP_MAGIC:
@@ -93,11 +94,70 @@ def read_packets(path: str) -> Iterator[RawPacket]:
             yield from _read_pcapng(path, _Chunks(f, head))
         else:
             raise CaptureError(f"{path}: not a pcap or pcapng capture (magic {head.hex()})")
-    except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
-        # zlib.error: corrupt deflate data in a .gz, early or late; what came before was yielded.
+    except (OSError, EOFError) as exc:
         raise CaptureError(f"cannot read {path}: {exc}") from None
+    except zlib.error as exc:
+        # Corrupt deflate data in a .gz, early or late: the packets before it were yielded.
+        raise CaptureError(f"cannot read {path}: corrupt compressed data ({exc})") from None
     finally:
         f.close()
+
+
+class _Inflate:
+    """gzip decompression (several members too) that hands out every byte before a corruption
+    and only then raises, so a damaged ``.pcap.gz`` shows what was readable. (``gzip.GzipFile``
+    loses a whole read's output when it meets bad data or a bad checksum at the end.)"""
+
+    STEP = 64 * 1024
+    SALVAGE = 512  # on an error, the failed input is fed again in pieces this small
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self.raw = raw
+        self.d = zlib.decompressobj(zlib.MAX_WBITS | 16)
+        self.out = bytearray()
+        self.error: Exception | None = None
+        self.done = False
+
+    def read(self, n: int) -> bytes:
+        while len(self.out) < n and not self.done and self.error is None:
+            self._more()
+        if not self.out and self.error is not None:
+            raise self.error
+        data = bytes(self.out[:n])
+        del self.out[:n]
+        return data
+
+    def close(self) -> None:
+        self.raw.close()
+
+    def _more(self) -> None:
+        d = self.d
+        if d.eof:  # end of a member: another may follow
+            rest = d.unused_data
+            if not rest.strip(b"\x00"):
+                rest += self.raw.read(self.STEP)
+                if not rest.strip(b"\x00"):
+                    self.done = True  # (tools pad with zeros; that is not a member)
+                    return
+            self.d = d = zlib.decompressobj(zlib.MAX_WBITS | 16)
+            chunk = rest
+        else:
+            chunk = self.raw.read(self.STEP)
+            if not chunk:
+                self.error = EOFError("compressed file ended before the end-of-stream marker")
+                return
+        saved = d.copy()
+        try:
+            self.out += d.decompress(chunk)
+        except zlib.error:
+            # Feed the same input again in small pieces to keep what precedes the damage.
+            self.d = d = saved
+            for i in range(0, len(chunk), self.SALVAGE):
+                try:
+                    self.out += d.decompress(chunk[i:i + self.SALVAGE])
+                except zlib.error as exc:
+                    self.error = exc
+                    return
 
 
 def order_captures(paths: Sequence[str]) -> list[str]:

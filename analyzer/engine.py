@@ -249,11 +249,15 @@ class Analyzer:
         """Open conversations (not yet finished)."""
         return len(self._live)
 
-    def run_files(self, paths: Sequence[str], *, final: bool = True) -> Iterator[Event]:
+    def run_files(self, paths: Sequence[str], *, final: bool = True, per_file: bool = True) -> Iterator[Event]:
         """Several capture files as one capture, as ``tcpdump -C``/``-G`` rotates them: ordered by
-        their first packet's time, each read in turn, conversations continuing across files."""
+        their first packet's time, each read in turn, conversations continuing across files.
+
+        With more than one file, events name packets as (``file``, number within that file)
+        (a frame whose bytes span files gives its first packet's number within that packet's
+        own file); ``per_file=False`` keeps the engine's ordinals across all files instead."""
         ordered = order_captures(paths)
-        if len(self._files) + len(ordered) > 1:
+        if per_file and len(self._files) + len(ordered) > 1:
             self.multi_file = True
         return self.run(self._packets_of(ordered), final=final)
 
@@ -381,6 +385,8 @@ class Analyzer:
                     f.file, f.frame = file, last_local
             elif ev.frame is not None:
                 ev.file, ev.frame = locate(ev.frame)
+            else:  # about no packet: the file being read when it was made
+                ev.file = locate(self.packets)[0]
             yield ev
 
     def _fast_segment(self, hit: tuple[_Conversation, Direction, _Side, _Side, FlowInfo], seq: int, ack: int,

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import BinaryIO
 
+from analyzer.capture import RawPacket
 from analyzer.packets import ACK, FIN, PSH, RST, SYN
 
 LINKTYPES = {"ethernet": 1, "vlan": 1, "qinq": 1, "sll": 113, "sll2": 276, "null": 0, "raw": 101}
@@ -67,8 +68,9 @@ class CaptureWriter:
         frame = self._link_header(v6) + ip
         self.write_raw(ts, frame)
 
-    def write_raw(self, ts: float, frame: bytes) -> None:
-        orig = len(frame)
+    def write_raw(self, ts: float, frame: bytes, orig_len: int | None = None) -> None:
+        """One link-layer frame; ``orig_len`` when it was already cut (copying a capture)."""
+        orig = len(frame) if orig_len is None else orig_len
         data = frame[:self.snaplen]
         units = 1_000_000_000 if self.nano else 1_000_000
         t = round(ts * units)
@@ -193,6 +195,17 @@ class TcpConversation:
         if replacement is not None:
             data = replacement + data[len(replacement):]
         self.segments.insert(index + 1, replace(s, seq=s.seq - back, payload=data))
+
+
+def write_packets(path: str, packets: Iterable[RawPacket], link: str, **kw: object) -> int:
+    """Copy captured packets (e.g. a slice of a capture) into a new file."""
+    n = 0
+    with open(path, "wb") as f:
+        w = CaptureWriter(f, link=link, **kw)  # type: ignore[arg-type]
+        for pkt in packets:
+            w.write_raw(pkt.ts, pkt.data, pkt.orig_len)
+            n += 1
+    return n
 
 
 def write_capture(path: str, conversations: Iterable[TcpConversation], **kw: object) -> int:

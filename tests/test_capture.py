@@ -133,3 +133,25 @@ def test_pcapng_obsolete_packet_block(tmp_path: Path):
     p.write_bytes(shb + idb + pb)
     (pkt,) = read_packets(str(p))
     assert pkt.data == ip and pkt.ts == pytest.approx(1_700_000_001.0) and pkt.linktype == 101
+
+
+@pytest.mark.parametrize("where", [0.05, 0.5, 0.95])
+def test_corrupt_gzip_data_is_a_capture_error_after_what_was_readable(tmp_path: Path, where: float):
+    import subprocess
+    import sys
+
+    src = Path(__file__).resolve().parent.parent / "captures" / "amqp091" / "pika_confirms.pcap"
+    packed = bytearray(gzip.compress(src.read_bytes(), compresslevel=9))
+    at = 10 + int((len(packed) - 18) * where)  # inside the deflate data (10-byte header, 8-byte trailer)
+    for i in range(at, min(at + 16, len(packed) - 8)):
+        packed[i] ^= 0x5A
+    p = tmp_path / "bad.pcap.gz"
+    p.write_bytes(bytes(packed))
+    with pytest.raises(CaptureError, match="bad.pcap.gz"):
+        for _ in read_packets(str(p)):
+            pass
+    r = subprocess.run([sys.executable, "-m", "analyzer", "inspect", str(p)], capture_output=True, text=True)
+    assert r.returncode == 2
+    assert r.stderr.startswith("streamproto: ") and r.stderr.count("\n") == 1, r.stderr
+    if where > 0.5:  # corrupt late: the packets before it were shown
+        assert r.stdout.count("\n#") > 5
