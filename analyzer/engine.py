@@ -115,7 +115,8 @@ class FlowInfo:
             self.notes += 1
 
     def to_plain(self) -> list[Any]:
-        return [getattr(self, k) for k in self.__slots__]
+        """The slots in order, as JSON types (endpoints as lists)."""
+        return [list(v) if type(v) is tuple else v for v in (getattr(self, k) for k in self.__slots__)]
 
     @classmethod
     def from_plain(cls, values: list[Any]) -> FlowInfo:

@@ -1,6 +1,8 @@
 """Bad input end to end: real capture files with random bytes flipped, cut or inserted, run through
 the whole engine with every dissector and both renderers. The only acceptable outcomes are output
-and, for a broken file, CaptureError or NoDecodableLinkType: never another exception, never a hang."""
+and, for a broken file, CaptureError or NoDecodableLinkType: never another exception, never a hang,
+and never a dissector exception either (the engine turns those into `engine.dissector_error`
+findings, which would otherwise hide them here)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from hypothesis import strategies as st
 
 from analyzer.api import Frame
 from analyzer.capture import CaptureError
-from analyzer.engine import NoDecodableLinkType, analyze_file
+from analyzer.engine import DISSECTOR_ERROR, NoDecodableLinkType, analyze_file
 from analyzer.jsonout import dumps, finding_json, frame_json
 from analyzer.render import Output, TreeRenderer
 
@@ -50,6 +52,7 @@ def test_mutated_capture_files_never_crash_the_engine(tmp_path_factory, source: 
     # Every event is also rendered both ways, as `inspect --hex` and `--format jsonl` would.
     out = io.StringIO()
     tree = TreeRenderer(Output(out, color=False), 0.0, hexdump=True)
+    crashes = []
     try:
         for ev in analyze_file(str(path)):
             if isinstance(ev, Frame):
@@ -58,5 +61,8 @@ def test_mutated_capture_files_never_crash_the_engine(tmp_path_factory, source: 
             else:
                 tree.finding(ev)
                 out.write(dumps(finding_json(ev)))
+                if ev.id == DISSECTOR_ERROR.id:
+                    crashes.append(ev.message)
     except (CaptureError, NoDecodableLinkType):
         pass
+    assert not crashes, f"{source.name} mutated by {plan}: {crashes}"
