@@ -68,13 +68,12 @@ class Amqp091Connection(BaseConnection):
         self.midstream = midstream
         #: False: every frame takes the general path (the hot path's reference, for the differential test).
         self.hot = hot
-        self.limits = {**DEFAULT_LIMITS, **(limits or {})}
+        self.limits = {**DEFAULT_LIMITS, **limits} if limits else DEFAULT_LIMITS
         self.dialect = None
         self.foreign = False  # another protocol (AMQP 1.0/0-10) after its header: stop decoding
         self.ts = 0.0  # capture time of the bytes being decoded
-        # A one-element list shared with both sides' measure/resync: frames larger than this are junk.
-        self.cap = [MIDSTREAM_CAP if midstream else PRE_TUNE_CAP]
-        self.sides = {"c2s": Side("c2s", not midstream, self.cap), "s2c": Side("s2c", not midstream, self.cap)}
+        cap = MIDSTREAM_CAP if midstream else PRE_TUNE_CAP  # frames larger than this are junk
+        self.sides = {"c2s": Side("c2s", not midstream, cap), "s2c": Side("s2c", not midstream, cap)}
         self.hs = HS_DONE if midstream else HANDSHAKE.start
         self.closed = {"c2s": False, "s2c": False}  # this side sent connection.close
         self.tuned = False
@@ -98,8 +97,6 @@ class Amqp091Connection(BaseConnection):
         self._rebuild()
 
     def _rebuild(self) -> None:
-        for side in self.sides.values():
-            side._rebuild_with(self.cap)
         self._quiet = self._quiet_bounds()
 
     def snapshot(self) -> dict[str, Any]:
@@ -480,7 +477,9 @@ class Amqp091Connection(BaseConnection):
         self.tuned = True
         self.channel_max, self.frame_max, self.heartbeat = ch_c, fm_c, hb_c
         self.limit = fm_c
-        self.cap[0] = max(fm_c * 4, PRE_TUNE_CAP) if fm_c else UNLIMITED_CAP
+        cap = max(fm_c * 4, PRE_TUNE_CAP) if fm_c else UNLIMITED_CAP
+        for side in self.sides.values():
+            side.cap = cap
 
 
 def _unanswered(d: str, ch: Any, entry: list) -> str | None:

@@ -25,24 +25,17 @@ MIDSTREAM_CAP = 16 << 20
 
 @plain_state
 class Side:
-    """One direction: the kit's framer and whether a protocol header may still come."""
+    """One direction: the kit's framer, whether a protocol header may still come, and the largest
+    frame believed (``cap``: frame-max allows, else junk)."""
 
-    __slots__ = ("framer", "header_possible", "direct", "measure", "resync")
-    TRANSIENT = ("measure", "resync")
+    __slots__ = ("framer", "header_possible", "direct", "cap")
 
-    def __init__(self, label: str, synced: bool, cap: list[int]) -> None:
+    def __init__(self, label: str, synced: bool, cap: int) -> None:
         self.framer = Framer(label, synced)
         self.header_possible = synced
         # Nothing buffered, in sync, no header or junk pending: segments are framed in place.
         self.direct = False
-        self._rebuild_with(cap)
-
-    def _rebuild(self) -> None:  # after resume: the connection calls _rebuild_with with its cap cell
-        self.measure = self.resync = None
-
-    def _rebuild_with(self, cap: list[int]) -> None:
-        self.measure = make_measure(self, cap)
-        self.resync = make_resync(cap)
+        self.cap = cap
 
     def update_direct(self) -> None:
         f = self.framer
@@ -60,22 +53,19 @@ class Side:
             f.seen_frame = True
             f.after_gap = False
 
-
-def make_measure(side: Side, cap: list[int]):  # type: ignore[no-untyped-def]
-    unpack = _HDR.unpack_from
-
-    def measure(buf: memoryview, pos: int) -> int:
+    def measure(self, buf: memoryview, pos: int) -> int:
+        """The kit's ``measure``: the length of the frame at ``pos``, 0 to wait, -1 for junk."""
         avail = len(buf) - pos
-        if side.header_possible:
+        if self.header_possible:
             n = min(avail, 4)
             if bytes(buf[pos:pos + n]) == b"AMQP"[:n]:
                 return 8 if avail >= 8 else 0
-            side.header_possible = False
+            self.header_possible = False
         if avail < 7:
             return 0
-        ftype, _ch, size = unpack(buf, pos)
-        if size > cap[0]:
-            side.framer.reason = f"a frame header claims {size} payload bytes, more than plausible"
+        ftype, _ch, size = _HDR.unpack_from(buf, pos)
+        if size > self.cap:
+            self.framer.reason = f"a frame header claims {size} payload bytes, more than plausible"
             return -1
         if ftype in KNOWN_TYPES:
             return size + 8
@@ -83,23 +73,18 @@ def make_measure(side: Side, cap: list[int]):  # type: ignore[no-untyped-def]
         if avail < size + 8:
             return 0
         if buf[pos + size + 7] != FRAME_END:
-            side.framer.reason = f"frame type {ftype} is unknown and no frame-end follows its payload"
+            self.framer.reason = f"frame type {ftype} is unknown and no frame-end follows its payload"
             return -1
         return size + 8
 
-    return measure
-
-
-def make_resync(cap_cell: list[int]):  # type: ignore[no-untyped-def]
-    unpack = _HDR.unpack_from
-
-    def resync(buf: memoryview, pos: int) -> tuple[int, bool]:
-        # A candidate is a known frame type with a plausible size whose frame-end octet is 0xCE
-        # (and, for a method, a known class). A candidate whose end is not buffered yet cannot
-        # be checked: keep scanning for a checkable one, and only wait (keeping bytes from the
-        # first unchecked candidate on) when none is found.
+    def resync(self, buf: memoryview, pos: int) -> tuple[int, bool]:
+        """The kit's ``resync``. A candidate is a known frame type with a plausible size whose
+        frame-end octet is 0xCE (and, for a method, a known class). A candidate whose end is not
+        buffered yet cannot be checked: keep scanning for a checkable one, and only wait (keeping
+        bytes from the first unchecked candidate on) when none is found."""
+        unpack = _HDR.unpack_from
         n = len(buf)
-        cap = cap_cell[0]
+        cap = self.cap
         p = pos
         unchecked = -1
         while p < n:
@@ -118,8 +103,6 @@ def make_resync(cap_cell: list[int]):  # type: ignore[no-untyped-def]
                         unchecked = p
             p += 1
         return (n if unchecked < 0 else unchecked), False
-
-    return resync
 
 
 __all__ = ["ByteQueue", "KNOWN_TYPES", "MIDSTREAM_CAP", "PRE_TUNE_CAP", "Side", "UNLIMITED_CAP"]

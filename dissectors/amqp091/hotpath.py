@@ -43,7 +43,7 @@ def cut_segment(conn: Amqp091Connection, d: Direction, side: Side, data: bytes, 
     pos = 0
     n = len(data)
     base = side.framer.queue.offset
-    cap = conn.cap[0]
+    cap = side.cap
     unpack = HDR.unpack_from
     quiet_size, quiet_ch = conn._quiet
     while n - pos >= 8:
@@ -60,7 +60,7 @@ def cut_segment(conn: Amqp091Connection, d: Direction, side: Side, data: bytes, 
         if conn.foreign:
             return stop
         quiet_size, quiet_ch = conn._quiet
-        cap = conn.cap[0]
+        cap = side.cap
         pos = stop
     return pos
 
@@ -101,7 +101,7 @@ def _hot_method(conn: Amqp091Connection, d: Direction, data: bytes, pos: int, st
     if extra:
         frame._info_extra = extra
     if meth.content:
-        after = _hot_content(d, meth, data, stop, ch, base, conn._quiet[0], conn.cap[0], out)
+        after = _hot_content(d, meth, data, stop, ch, base, conn._quiet[0], conn.sides[d].cap, out)
         if after:
             return after
         content.awaiting[ch] = [meth.name, meth.class_id, frame.anchor()]
