@@ -178,10 +178,7 @@ def test_corruption_is_a_deflate_error(late: bool) -> None:
     assert (produced >= len(raw) // 2) if late else (produced < len(raw) // 2)
 
 
-# On main at the time of writing a corrupt deflate stream escapes read_packets as zlib.error and
-# reads in 1 MiB chunks (so this 10 KB capture yields nothing before the error): issue 8, section 6.
-# Remove the marker once read_packets turns it into a CaptureError after what was readable.
-@pytest.mark.xfail(reason="issue 8 §6: corrupt .pcap.gz raises zlib.error", strict=False)
+# A corrupt deflate stream is a CaptureError after the packets that were readable (issue 8, section 6).
 @pytest.mark.parametrize("name", ["gz-corrupt-early", "gz-corrupt-late"])
 def test_corrupt_gzip_is_a_capture_error_after_what_was_readable(tmp_path: Path, name: str) -> None:
     path, packets = generate(name, tmp_path)
