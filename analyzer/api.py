@@ -120,10 +120,10 @@ class Rule:
     description: str
 
     def __call__(self, message: str, *, related: FrameRef | None = None, command: str | None = None,
-                 field: str | None = None, severity: Severity | None = None) -> Finding:
-        # ``severity`` is being retired: a different severity is a different rule.
-        return Finding(self.id, severity or self.severity, self.category, message, related=related,
-                       command=command, field=field)
+                 field: str | None = None) -> Finding:
+        # No severity override: where another severity is right, that is another rule.
+        return Finding(self.id, self.severity, self.category, message, related=related, command=command,
+                       field=field)
 
 
 @dataclass(slots=True)

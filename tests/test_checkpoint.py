@@ -115,9 +115,10 @@ def test_a_conversation_whose_dissector_cannot_snapshot_is_finished_with_a_note(
     json.dumps(a.checkpoint())
 
 
-@pytest.mark.parametrize("capture", ["rabbitmq_stream/rstream_publish_confirm.pcap",
-                                     "rabbitmq_stream/rstream_consume.pcap",
-                                     "amqp091/pika_confirms.pcap", "amqp091/pika_heartbeat.pcap"])
+CAPTURES = sorted(str(p.relative_to(ROOT / "captures")) for p in (ROOT / "captures").glob("*/*.pcap*"))
+
+
+@pytest.mark.parametrize("capture", CAPTURES)
 def test_checkpoint_inside_real_captures(capture: str):
     packets = list(read_packets(str(ROOT / "captures" / capture)))
     straight = Analyzer()
