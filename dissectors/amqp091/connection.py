@@ -50,6 +50,7 @@ from dissectors.kit.state import snapshot as kit_snapshot
 from dissectors.kit.timers import Silence
 
 _OTHER = {"c2s": "s2c", "s2c": "c2s"}
+C2S, S2C = Direction.C2S, Direction.S2C
 
 #: Bounds of the per-connection tables; past one, the excess is one ``amqp091.limit.exceeded``.
 DEFAULT_LIMITS = {
@@ -73,9 +74,10 @@ class Amqp091Connection(BaseConnection):
         self.foreign = False  # another protocol (AMQP 1.0/0-10) after its header: stop decoding
         self.ts = 0.0  # capture time of the bytes being decoded
         cap = MIDSTREAM_CAP if midstream else PRE_TUNE_CAP  # frames larger than this are junk
-        self.sides = {"c2s": Side("c2s", not midstream, cap), "s2c": Side("s2c", not midstream, cap)}
+        # Keyed by the Direction members themselves: the hot path looks them up by identity.
+        self.sides = {C2S: Side("c2s", not midstream, cap), S2C: Side("s2c", not midstream, cap)}
         self.hs = HS_DONE if midstream else HANDSHAKE.start
-        self.closed = {"c2s": False, "s2c": False}  # this side sent connection.close
+        self.closed = {C2S: False, S2C: False}  # this side sent connection.close
         self.tuned = False
         self.frame_max = 0
         self.channel_max = 0
@@ -89,7 +91,7 @@ class Amqp091Connection(BaseConnection):
         self.chans: dict[int, str] = {}
         #: channel -> its delivery/confirm tracking, for channels that need one.
         self.tracks: dict[int, Tracking] = {}
-        self.content = {"c2s": ContentSide(), "s2c": ContentSide()}
+        self.content = {C2S: ContentSide(), S2C: ContentSide()}
         #: Synchronous requests per channel, answered in order: [method name, frame ref, ts, quiet].
         self.corr = Correlator.in_order(self.limits["requests"])
         self.silence = Silence()
@@ -121,7 +123,9 @@ class Amqp091Connection(BaseConnection):
             if self.foreign:
                 return out
             if pos:
-                side.advance(pos)
+                # Side.advance, inline (the hot path): a side is direct only after the framer cut a
+                # frame since the start or the last gap, so its seen_frame/after_gap are already right.
+                side.framer.queue._base += pos
             if pos == len(data):
                 return out
             data = data[pos:]

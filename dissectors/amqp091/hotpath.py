@@ -88,7 +88,7 @@ def _hot_method(conn: Amqp091Connection, d: Direction, data: bytes, pos: int, st
     if hot is None or conn.chans.get(ch) != OPEN:
         return 0
     content = conn.content[d]
-    if ch in content.awaiting or ch in content.seq.open:
+    if ch in content.awaiting or ch in content.body:
         return 0
     meth, validate, act = hot
     raw = data[pos:stop]
@@ -142,12 +142,13 @@ def _hot_content(d: Direction, meth: Method, data: bytes, pos: int, ch: int, bas
             return 0
     header = LazyFrame(d, base + pos, hsize + 8, "ContentHeader", 2, [], data[pos:hstop], build_header, None)
     out.append(header)
+    # decode.complete, inline: the message is whole on its last frame.
     if not body_size:
-        complete(header, meth.name, 0, 0, b"", content_type)
+        header._ctx = (meth.name, 0, 0, b"", content_type)
         return hstop
     body = LazyFrame(d, base + hstop, bsize + 8, "ContentBody", 3, [], data[hstop:bstop], build_body, None)
     out.append(body)
-    complete(body, meth.name, bsize, 1, data[hstop + 7:hstop + 7 + min(bsize, BODY_KEEP)], content_type)
+    body._ctx = (meth.name, bsize, 1, data[hstop + 7:hstop + 7 + min(bsize, BODY_KEEP)], content_type)
     return bstop
 
 
@@ -183,7 +184,7 @@ def _hot_body(conn: Amqp091Connection, d: Direction, data: bytes, pos: int, stop
     if ch == 0 or conn.chans.get(ch) != OPEN:
         return 0
     content = conn.content[d]
-    entry = content.seq.open.get(ch)
+    entry = content.body.get(ch)
     if entry is None or entry[2] + size > entry[1]:
         return 0
     raw = data[pos:stop]
@@ -205,13 +206,13 @@ _HOT = (_not_hot, _hot_method, _hot_header, _hot_body, _not_hot, _not_hot, _not_
 #: takes: those none of whose own checks can fire on an open channel (not obsolete, no reply code,
 #: neither request nor reply of a synchronous exchange, not of class connection/channel). Which
 #: methods qualify is data (FAST and the method table); the differential test proves the rest.
-_HOT_METHODS: dict[str, dict[tuple[int, int], tuple[Method, Any, Any]]] = {"c2s": {}, "s2c": {}}
+_HOT_METHODS: dict[Direction, dict[tuple[int, int], tuple[Method, Any, Any]]] = {Direction.C2S: {}, Direction.S2C: {}}
 for _code, _validate in FAST.items():
     _meth = METHODS[_code]
     if (_meth.note or _meth.responses or _code in RESPONSE_CODES or _meth.class_id <= 20
             or any(f.name == "reply_code" for f in _meth.layout.fields)):
         continue
-    for _d in ("c2s", "s2c"):
+    for _d in (Direction.C2S, Direction.S2C):
         if _meth.direction in ("both", _d):
             _HOT_METHODS[_d][_meth.class_id, _meth.method_id] = (_meth, _validate, ACTIONS[_code])
 del _code, _validate, _meth, _d

@@ -72,6 +72,13 @@ class Ranges:
 
     def discard(self, x: int) -> bool:
         r = self.r
+        if r and r[0] == x:  # the common case: the oldest (acks and confirms come in order)
+            if r[1] == x + 1:
+                del r[:2]
+            else:
+                r[0] = x + 1
+            self.count -= 1
+            return True
         i = bisect_right(r, x)
         if not i & 1:
             return False
@@ -152,6 +159,9 @@ class Tracking:
         self.untracked: set[str] = set()
 
 
+_DELIVER = M.BASIC_DELIVER
+
+
 # ---------------------------------------------------------------------------------------------
 # What each method does to the tracking (dispatched by ACTIONS, from the general and the hot
 # path alike); each returns text for the Info line.
@@ -183,7 +193,7 @@ def deliver(conn: Amqp091Connection, d: str, ch: int, meth: Method, values: dict
     tr = conn.tracks.get(ch) or conn.track(ch)
     tag = values.get("delivery_tag")
     noack = False
-    if meth.code == M.BASIC_DELIVER:
+    if meth.code == _DELIVER:
         noack = values.get("consumer_tag") in tr.noack_consumers
     elif tr.noack_get:
         noack = tr.noack_get.pop(0)
@@ -279,11 +289,19 @@ def settle(conn: Amqp091Connection, d: str, ch: int, meth: Method, values: dict[
     if d == "c2s":
         if tr is None:
             tr = conn.track(ch)
+        tracked = tr.unacked
+        r = tracked.r
+        if not multiple and r and r[0] == tag:  # Ranges.discard's common case, inline: the oldest tag
+            if r[1] == tag + 1:
+                del r[:2]
+            else:
+                r[0] = tag + 1
+            tracked.count -= 1
+            return ""
         if conn.midstream and (tr.tag_floor < 0 or tag <= tr.tag_floor):
             return ""  # deliveries before the capture started are unknown
         if "unacked" in tr.untracked:
             return " multiple" if multiple else ""
-        tracked = tr.unacked
         if multiple:
             if tag == 0:
                 tracked.clear()
