@@ -3,39 +3,56 @@
 Protocol-agnostic. The engine owns everything that touches packets (numbers, timestamps,
 addresses) and hands each dissector only ordered bytes per direction.
 
-Time and release. Capture time drives a heap of (wake time, sequence, conversation) entries: a
-conversation wakes at the earlier of its dissector's :meth:`Connection.deadline` (the engine then
-calls :meth:`Connection.tick`) and its idle expiry (no packet for ``idle_timeout`` seconds of
-capture time: the conversation is finished as at the end of a capture). Entries are invalidated
-lazily (a conversation knows the sequence number of its one valid entry) and the heap is
-compacted when stale entries outnumber valid ones, so it holds at most about two entries per open
-conversation. A conversation closed by FIN on both sides or by RST is finished at once; what stays
-of it is its :class:`FlowInfo`. Opening and expiring cost a heap operation (O(log n) in the open
-conversations), closing O(1) amortised; nothing scans all conversations.
+Time and release. Capture time drives the wake-ups (:mod:`analyzer.wakeups`): a conversation
+wakes at the earlier of its dissector's :meth:`Connection.deadline` (the engine then calls
+:meth:`Connection.tick`) and its idle expiry (no packet for ``idle_timeout`` seconds of capture
+time: the conversation is finished as at the end of a capture). A conversation closed by FIN on
+both sides or by RST is finished at once; what stays of it is its :class:`FlowInfo`. Opening and
+expiring cost a heap operation (O(log n) in the open conversations), closing O(1) amortised;
+nothing scans all conversations.
 
 Packet identity. The engine numbers packets itself, 1-based and across every file it reads (a
 global ordinal): with one file that is the file's own packet number; with several
 (:meth:`Analyzer.run_files`) events are given back as (file, packet number within that file).
+
+The pieces live beside it: conversation bookkeeping in :mod:`analyzer.flows`, the Community ID in
+:mod:`analyzer.community_id`, protocol choice in :mod:`analyzer.protocol_choice`, wake-ups in
+:mod:`analyzer.wakeups`, multi-file numbering in :mod:`analyzer.capture_files`, the checkpoint
+format in :mod:`analyzer.checkpoint`. Their public names are importable from here as well.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import heapq
-import socket
 import struct
-from bisect import bisect_left
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from analyzer.api import Category, Connection, Direction, Dissector, Event, Finding, Frame, Rule, Severity
 from analyzer.capture import RawPacket, order_captures, read_packets
+from analyzer.capture_files import CaptureFiles
+from analyzer.checkpoint import (
+    CHECKPOINT_VERSION,
+    conversation_from_plain,
+    conversation_to_plain,
+    linkdec_to_plain,
+    load_linkdec,
+    snapshot,
+)
+from analyzer.community_id import community_id, packed_address
+from analyzer.flows import Conversation, FlowInfo, Side, fmt_endpoint
 from analyzer.packets import ACK, FIN, IP4TCP_BY_LINK, IP6TCP, RST, SYN, LinkDecoder, TcpSegment
-from analyzer.reassembly import GAP, Data, Gap, Note, StreamReassembler, b64, unb64
+from analyzer.protocol_choice import SNIFF_LIMIT, SNIFF_THRESHOLD, best_guess, port_table, roles
+from analyzer.reassembly import GAP, Data, Gap, Note
 from analyzer.reassembly import RULES as TCP_RULES
 from analyzer.registry import load_dissectors
+from analyzer.wakeups import Wakeups
+
+__all__ = [
+    "CHECKPOINT_VERSION", "CHECKPOINT_FINISHED", "CLOSED_KEEP", "DEFAULT_IDLE_TIMEOUT", "DISSECTOR_ERROR",
+    "ENGINE_RULES", "SNIFF_LIMIT", "SNIFF_THRESHOLD", "TRUNCATED_PACKET", "UNKNOWN_LINKTYPE", "Analyzer",
+    "FlowInfo", "NoDecodableLinkType", "analyze_file", "community_id", "fmt_endpoint",
+]
 
 TRUNCATED_PACKET = Rule("capture.truncated_packet", Severity.WARNING, Category.TRUNCATED,
                         "A packet was cut by the capture's snap length; the rest of its bytes are missing")
@@ -49,161 +66,17 @@ CHECKPOINT_FINISHED = Rule("engine.checkpoint_finished", Severity.NOTE, Category
 ENGINE_RULES: tuple[Rule, ...] = (*TCP_RULES, TRUNCATED_PACKET, UNKNOWN_LINKTYPE, DISSECTOR_ERROR,
                                   CHECKPOINT_FINISHED)
 
-#: Bytes of one direction kept for heuristics before giving up on recognising the protocol.
-SNIFF_LIMIT = 4096
-SNIFF_THRESHOLD = 0.5
 #: Closed conversations remembered to absorb their trailing packets.
 CLOSED_KEEP = 4096
 #: Seconds of capture time without a packet after which a conversation is finished (Zeek's
 #: default for TCP inactivity is the same 5 minutes). 0 or None: never.
 DEFAULT_IDLE_TIMEOUT = 300.0
-#: Stale heap entries tolerated before the heap is compacted (and at most as many as valid ones).
-_STALE_SLACK = 64
-CHECKPOINT_VERSION = 1
 _SYN_FIN_RST = SYN | FIN | RST
 _C2S, _S2C = Direction.C2S, Direction.S2C
 
 
 class NoDecodableLinkType(Exception):
     """Every packet of the capture had a link type the analyzer cannot decode."""
-
-
-class FlowInfo:
-    """One TCP conversation, as `streamproto flows` shows it: the summary that stays after the
-    conversation is finished, so kept small (slots, counters as plain attributes)."""
-
-    __slots__ = ("id", "client", "server", "protocol", "dialect", "packets", "frames", "bytes_c2s", "bytes_s2c",
-                 "errors", "warnings", "notes", "first_ts", "last_ts", "complete", "community_id")
-
-    def __init__(self, id: int, client: tuple[str, int], server: tuple[str, int], first_ts: float = 0.0,
-                 last_ts: float = 0.0) -> None:
-        self.id = id
-        self.client = client
-        self.server = server
-        self.protocol: str | None = None
-        self.dialect: str | None = None
-        self.packets = 0
-        self.frames = 0
-        self.bytes_c2s = 0
-        self.bytes_s2c = 0
-        self.errors = 0
-        self.warnings = 0
-        self.notes = 0
-        self.first_ts = first_ts
-        self.last_ts = last_ts
-        self.complete = False  # both SYN and FIN/RST seen
-        self.community_id = community_id(client, server)
-
-    @property
-    def name(self) -> str:
-        return f"{fmt_endpoint(self.client)} <-> {fmt_endpoint(self.server)}"
-
-    @property
-    def bytes(self) -> dict[str, int]:
-        return {"c2s": self.bytes_c2s, "s2c": self.bytes_s2c}
-
-    @property
-    def findings(self) -> dict[str, int]:
-        return {"error": self.errors, "warning": self.warnings, "note": self.notes}
-
-    def count(self, severity: Severity) -> None:
-        if severity is Severity.ERROR:
-            self.errors += 1
-        elif severity is Severity.WARNING:
-            self.warnings += 1
-        else:
-            self.notes += 1
-
-    def to_plain(self) -> list[Any]:
-        """The slots in order, as JSON types (endpoints as lists)."""
-        return [list(v) if type(v) is tuple else v for v in (getattr(self, k) for k in self.__slots__)]
-
-    @classmethod
-    def from_plain(cls, values: list[Any]) -> FlowInfo:
-        info = cls.__new__(cls)
-        for k, v in zip(cls.__slots__, values, strict=True):
-            setattr(info, k, tuple(v) if k in ("client", "server") else v)
-        return info
-
-
-def fmt_endpoint(ep: tuple[str, int]) -> str:
-    ip, port = ep
-    return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
-
-
-def community_id(a: tuple[str, int], b: tuple[str, int], proto: int = 6, seed: int = 0) -> str:
-    """Community ID v1 of a flow (https://github.com/corelight/community-id-spec), as Zeek and
-    Suricata compute it: the same for both directions."""
-    ia, ib = _packed(a[0]), _packed(b[0])
-    pa, pb = a[1], b[1]
-    if (ia, pa) > (ib, pb):  # the spec orders the endpoints: the lower address (then port) first
-        ia, ib, pa, pb = ib, ia, pb, pa
-    digest = hashlib.sha1(struct.pack("!H", seed) + ia + ib + struct.pack("!BxHH", proto, pa, pb)).digest()
-    return "1:" + base64.b64encode(digest).decode("ascii")
-
-
-class _Side:
-    """One direction: reassembly plus the map from stream offsets back to packets."""
-
-    __slots__ = ("reasm", "segments", "sniff_buf", "fin", "endpoint", "peer", "last_ack")
-
-    def __init__(self, max_buffer: int) -> None:
-        self.reasm = StreamReassembler(max_buffer)
-        # (end offset, packet number, ts) of delivered data, oldest first.
-        self.segments: deque[tuple[int, int, float]] = deque()
-        self.sniff_buf = bytearray()
-        self.fin = False
-        self.endpoint = ""
-        self.peer = ""  # the other side's endpoint
-        self.last_ack: int | None = None  # the last acknowledgement number this side sent
-
-    def packets_for(self, start: int, end: int) -> tuple[int, int, float]:
-        """Packet numbers holding stream bytes [start, end) and the time of the last one."""
-        segs = self.segments
-        while len(segs) > 1 and segs[0][0] <= start:
-            segs.popleft()
-        first = segs[0][1] if segs else 0
-        last, ts = first, segs[0][2] if segs else 0.0
-        for seg_end, pkt, seg_ts in segs:
-            last, ts = pkt, seg_ts
-            if seg_end >= end:
-                break
-        return first, last, ts
-
-    def to_plain(self) -> dict[str, Any]:
-        return {"reasm": self.reasm.to_plain(), "segments": [list(s) for s in self.segments],
-                "sniff": b64(self.sniff_buf), "fin": self.fin, "last_ack": self.last_ack}
-
-    def load(self, d: dict[str, Any]) -> None:
-        self.reasm = StreamReassembler.from_plain(d["reasm"])
-        self.segments = deque(tuple(s) for s in d["segments"])  # type: ignore[misc]
-        self.sniff_buf = bytearray(unb64(d["sniff"]))
-        self.fin, self.last_ack = d["fin"], d["last_ack"]
-
-
-class _Conversation:
-    __slots__ = ("info", "key", "sides", "dissector", "conn", "pending", "undecided", "midstream", "closed",
-                 "isn_client", "timed", "deadline", "wake_at", "wake_seq")
-
-    def __init__(self, info: FlowInfo, max_buffer: int, midstream: bool) -> None:
-        self.info = info
-        self.key = (info.client[0], info.client[1], info.server[0], info.server[1])
-        self.sides = {_C2S: _Side(max_buffer), _S2C: _Side(max_buffer)}
-        c, s = self.sides[_C2S], self.sides[_S2C]
-        c.endpoint = s.peer = fmt_endpoint(info.client)
-        s.endpoint = c.peer = fmt_endpoint(info.server)
-        self.dissector: Dissector | None = None
-        self.conn: Connection | None = None
-        # Stream events held back while the protocol is not yet known.
-        self.pending: list[tuple[Direction, Data | Gap]] = []
-        self.undecided = True
-        self.midstream = midstream
-        self.closed = False
-        self.isn_client: int | None = None
-        self.timed = False  # the dissector's connection has deadlines (overrides Connection.deadline)
-        self.deadline: float | None = None  # its last answer
-        self.wake_at: float | None = None  # the time of this conversation's valid heap entry
-        self.wake_seq = 0  # and its sequence number: any other entry for it is stale
 
 
 class Analyzer:
@@ -215,25 +88,20 @@ class Analyzer:
         self.decode_as = dict(decode_as or {})
         self.max_buffer = max_buffer
         self.idle_timeout = idle_timeout or None
-        self.by_port: dict[int, str] = {}
-        for d in self.dissectors.values():
-            for p in d.default_ports:
-                self.by_port.setdefault(p, d.name)
+        self.by_port: dict[int, str] = port_table(self.dissectors.values())
         self.flows: list[FlowInfo] = []
-        self._live: dict[tuple[str, int, str, int], _Conversation] = {}
+        self._live: dict[tuple[str, int, str, int], Conversation] = {}
         # Conversations closed by FIN/RST, so their last ACKs do not open a new one.
         self._closed: OrderedDict[tuple[str, int, str, int], FlowInfo] = OrderedDict()
         # For decided live conversations: (src, dst, sport, dport) -> (conversation, direction, its side, the other side, flow info).
-        self._fast: dict[tuple[str, str, int, int], tuple[_Conversation, Direction, _Side, _Side, FlowInfo]] = {}
+        self._fast: dict[tuple[str, str, int, int], tuple[Conversation, Direction, Side, Side, FlowInfo]] = {}
         # The same keyed as packets carry it: (packed src + dst addresses, sport, dport).
-        self._fast_raw: dict[tuple[bytes, int, int], tuple[_Conversation, Direction, _Side, _Side, FlowInfo]] = {}
-        # Wake-ups: (capture time, sequence, conversation); see the module docstring.
-        self._heap: list[tuple[float, int, _Conversation]] = []
-        self._seq = 0
-        self._stale = 0
-        # Files read as one capture: (packets before the file's first one, path), in reading order.
-        self._files: list[tuple[int, str]] = []
-        self._file_starts: list[int] = []
+        self._fast_raw: dict[tuple[bytes, int, int], tuple[Conversation, Direction, Side, Side, FlowInfo]] = {}
+        self._wakeups = Wakeups()
+        # The same list for the analyzer's life: the packet loop tests its earliest entry directly.
+        self._heap = self._wakeups.heap
+        # Files read as one capture, for numbering packets per file.
+        self._capture_files = CaptureFiles()
         #: Events name (file, packet within the file) instead of the global packet ordinal.
         self.multi_file = False
         self.linkdec = LinkDecoder()
@@ -258,27 +126,13 @@ class Analyzer:
         (a frame whose bytes span files gives its first packet's number within that packet's
         own file); ``per_file=False`` keeps the engine's ordinals across all files instead."""
         ordered = order_captures(paths)
-        if per_file and len(self._files) + len(ordered) > 1:
+        if per_file and len(self._capture_files) + len(ordered) > 1:
             self.multi_file = True
-        return self.run(self._packets_of(ordered), final=final)
-
-    def _packets_of(self, paths: list[str]) -> Iterator[RawPacket]:
-        # Counted here rather than read from the engine: the engine keeps its count in a local.
-        n = self.packets
-        for path in paths:
-            self._files.append((n, path))
-            self._file_starts.append(n)
-            for pkt in read_packets(path):
-                n += 1
-                yield pkt
+        return self.run(self._capture_files.packets(ordered, lambda: self.packets), final=final)
 
     def locate(self, packet: int) -> tuple[str | None, int]:
         """(file, packet number within it) of a packet ordinal; file None when not reading files."""
-        i = bisect_left(self._file_starts, packet) - 1
-        if i < 0:
-            return None, packet
-        start, path = self._files[i]
-        return path, packet - start
+        return self._capture_files.locate(packet)
 
     # ----------------------------------------------------------------- driving
     def run(self, packets: Iterable[RawPacket], *, final: bool = True) -> Iterator[Event]:
@@ -286,7 +140,7 @@ class Analyzer:
         conversations stay open (those whose dissector cannot save its state are finished, see
         :meth:`checkpoint`) and the analyzer can be checkpointed or run on more packets."""
         events = self._run(packets, final)
-        return self._localised(events) if self.multi_file else events
+        return self._capture_files.localise(events, lambda: self.packets) if self.multi_file else events
 
     def _run(self, packets: Iterable[RawPacket], final: bool) -> Iterator[Event]:
         decode = self.linkdec.decode
@@ -373,24 +227,7 @@ class Analyzer:
             yield from self._pop_startup_errors()
             yield from self._suspend()
 
-    def _localised(self, events: Iterator[Event]) -> Iterator[Event]:
-        """Packet ordinals back to (file, packet number within the file) for the consumer."""
-        locate = self.locate
-        for ev in events:
-            if isinstance(ev, Frame):
-                first, last = ev.packets
-                file, last_local = locate(last)
-                ev.packets = (locate(first)[1], last_local)
-                ev.file = file
-                for f in ev.findings:
-                    f.file, f.frame = file, last_local
-            elif ev.frame is not None:
-                ev.file, ev.frame = locate(ev.frame)
-            else:  # about no packet: the file being read when it was made
-                ev.file = locate(self.packets)[0]
-            yield ev
-
-    def _fast_segment(self, hit: tuple[_Conversation, Direction, _Side, _Side, FlowInfo], seq: int, ack: int,
+    def _fast_segment(self, hit: tuple[Conversation, Direction, Side, Side, FlowInfo], seq: int, ack: int,
                       flags: int, payload: bytes, number: int, ts: float) -> list[Event] | None:
         """A segment of a known, decided conversation without SYN, FIN or RST: no generators here."""
         conv, direction, side, other_side, info = hit
@@ -418,7 +255,7 @@ class Analyzer:
                         out.extend(self._deliver(conv, direction, events[0]))
         return out
 
-    def _index(self, conv: _Conversation) -> None:
+    def _index(self, conv: Conversation) -> None:
         """(Re)register a conversation's 4-tuples for the fast path."""
         (cip, cport), (sip, sport) = conv.info.client, conv.info.server
         if conv.undecided:
@@ -428,17 +265,17 @@ class Analyzer:
         to_client = (conv, _S2C, s, c, conv.info)
         self._fast[(cip, sip, cport, sport)] = to_server
         self._fast[(sip, cip, sport, cport)] = to_client
-        craw, sraw = _packed(cip), _packed(sip)
+        craw, sraw = packed_address(cip), packed_address(sip)
         if len(craw) == len(sraw):
             self._fast_raw[(craw + sraw, cport, sport)] = to_server
             self._fast_raw[(sraw + craw, sport, cport)] = to_client
 
-    def _unindex(self, conv: _Conversation) -> None:
+    def _unindex(self, conv: Conversation) -> None:
         (cip, cport), (sip, sport) = conv.info.client, conv.info.server
         for k in ((cip, sip, cport, sport), (sip, cip, sport, cport)):
             if self._fast.get(k, (None,))[0] is conv:
                 del self._fast[k]
-        craw, sraw = _packed(cip), _packed(sip)
+        craw, sraw = packed_address(cip), packed_address(sip)
         for r in ((craw + sraw, cport, sport), (sraw + craw, sport, cport)):
             if self._fast_raw.get(r, (None,))[0] is conv:
                 del self._fast_raw[r]
@@ -468,23 +305,18 @@ class Analyzer:
 
     # ------------------------------------------------------------------- time
     def _timers(self, now: float) -> Iterator[Event]:
-        """Wake every conversation whose heap entry is due: expire it if idle, else tick it."""
-        heap = self._heap
+        """Wake every conversation whose wake-up is due: expire it if idle, else tick it."""
+        wakeups = self._wakeups
         idle = self.idle_timeout
-        while heap and heap[0][0] <= now:
-            _, seq, conv = heapq.heappop(heap)
-            if conv.closed or conv.wake_seq != seq:
-                self._stale -= 1
-                continue
-            conv.wake_at = None
+        for conv in wakeups.due(now):
             if idle is not None and conv.info.last_ts + idle <= now:
                 yield from self._close(conv, now, expired=True)
                 continue
             if conv.deadline is not None and conv.deadline <= now and conv.conn is not None:
                 yield from self._tick(conv, now)
-            self._schedule(conv)
+            wakeups.schedule(conv, idle)
 
-    def _tick(self, conv: _Conversation, now: float) -> list[Event]:
+    def _tick(self, conv: Conversation, now: float) -> list[Event]:
         conn = conv.conn
         assert conn is not None
         try:
@@ -495,30 +327,6 @@ class Analyzer:
             conv.deadline = None
             return [self._account(conv, _dissector_crash(conv, exc))]
         return result
-
-    def _schedule(self, conv: _Conversation) -> None:
-        """Make sure the conversation wakes at the earlier of its deadline and its idle expiry."""
-        idle = self.idle_timeout
-        when = conv.info.last_ts + idle if idle is not None else None
-        dl = conv.deadline
-        if dl is not None and (when is None or dl < when):
-            when = dl
-        if when is None:
-            return
-        at = conv.wake_at
-        if at is not None:
-            if at <= when:
-                return  # the entry already there fires first and schedules again
-            self._stale += 1
-        self._seq += 1
-        conv.wake_at, conv.wake_seq = when, self._seq
-        heap = self._heap
-        heapq.heappush(heap, (when, self._seq, conv))
-        if self._stale > _STALE_SLACK and 2 * self._stale > len(heap):
-            # In place: the packet loop holds the list.
-            heap[:] = [e for e in heap if not e[2].closed and e[2].wake_seq == e[1]]
-            heapq.heapify(heap)
-            self._stale = 0
 
     # ------------------------------------------------------------ conversations
     def _segment(self, seg: TcpSegment, number: int, ts: float) -> Iterator[Event]:
@@ -563,18 +371,12 @@ class Analyzer:
             info.complete = not conv.midstream
             yield from self._close(conv, ts)
 
-    def _open(self, seg: TcpSegment, ts: float) -> _Conversation:
-        a, b = (seg.src, seg.sport), (seg.dst, seg.dport)
+    def _open(self, seg: TcpSegment, ts: float) -> Conversation:
         midstream = not seg.flags & SYN
-        if seg.flags & SYN:
-            client, server = (a, b) if not seg.flags & ACK else (b, a)
-        elif self._port_proto(b[1]) or not self._port_proto(a[1]) and b[1] < a[1]:
-            client, server = a, b
-        else:
-            client, server = b, a
+        client, server = roles((seg.src, seg.sport), (seg.dst, seg.dport), seg.flags, self._port_proto)
         info = FlowInfo(len(self.flows) + 1, client, server, ts, ts)
         self.flows.append(info)
-        conv = _Conversation(info, self.max_buffer, midstream)
+        conv = Conversation(info, self.max_buffer, midstream)
         self._live[conv.key] = conv
         name = self._port_proto(server[1]) or self._port_proto(client[1])
         if name:
@@ -582,13 +384,13 @@ class Analyzer:
         if not self.dissectors:
             conv.undecided = False  # nothing could decode it: only reassemble
             self._index(conv)
-        self._schedule(conv)
+        self._wakeups.schedule(conv, self.idle_timeout)
         return conv
 
     def _port_proto(self, port: int) -> str | None:
         return self.decode_as.get(port) or self.by_port.get(port)
 
-    def _choose(self, conv: _Conversation, dissector: Dissector) -> None:
+    def _choose(self, conv: Conversation, dissector: Dissector) -> None:
         conv.dissector = dissector
         try:
             conv.conn = dissector.connection(conv.midstream)
@@ -601,7 +403,7 @@ class Analyzer:
         self._index(conv)
         self._timing(conv)
 
-    def _timing(self, conv: _Conversation) -> None:
+    def _timing(self, conv: Conversation) -> None:
         """Does the conversation's dissector connection have deadlines? Read its first one."""
         conn = conv.conn
         # Duck-typed connections (not subclassing Connection) may have no deadline at all.
@@ -614,20 +416,12 @@ class Analyzer:
                 conv.timed, conv.deadline = False, None
                 self._startup_errors.append(self._account(conv, _dissector_crash(conv, exc)))
             if conv.deadline is not None:
-                self._schedule(conv)
+                self._wakeups.schedule(conv, self.idle_timeout)
 
-    def _sniff(self, conv: _Conversation, direction: Direction) -> bool:
+    def _sniff(self, conv: Conversation, direction: Direction) -> bool:
         """Try the heuristics; True when it swapped the client and server roles."""
         data = bytes(conv.sides[direction].sniff_buf)
-        best: tuple[float, Dissector | None, bool | None] = (0.0, None, None)
-        for d in self.dissectors.values():
-            try:
-                verdict = d.sniff(data)
-            except Exception:  # a heuristic must never take the engine down
-                continue
-            if verdict.confidence > best[0]:
-                best = (verdict.confidence, d, verdict.from_client)
-        confidence, dissector, from_client = best
+        confidence, dissector, from_client = best_guess(self.dissectors.values(), data)
         if dissector is None or confidence < SNIFF_THRESHOLD:
             if len(data) >= SNIFF_LIMIT:
                 conv.undecided = False  # give up: the conversation stays undecoded
@@ -639,7 +433,7 @@ class Analyzer:
         self._choose(conv, dissector)
         return swap
 
-    def _swap_roles(self, conv: _Conversation) -> None:
+    def _swap_roles(self, conv: Conversation) -> None:
         info = conv.info
         info.client, info.server = info.server, info.client
         info.bytes_c2s, info.bytes_s2c = info.bytes_s2c, info.bytes_c2s
@@ -651,7 +445,7 @@ class Analyzer:
         self._live[conv.key] = conv
 
     # ------------------------------------------------------------------ streams
-    def _stream(self, conv: _Conversation, direction: Direction, events: list[Data | Gap | Note],
+    def _stream(self, conv: Conversation, direction: Direction, events: list[Data | Gap | Note],
                 ts: float) -> Iterator[Event]:
         info = conv.info
         for ev in events:
@@ -685,7 +479,7 @@ class Analyzer:
             if conv.conn is not None:
                 yield from self._deliver(conv, direction, ev)
 
-    def _deliver(self, conv: _Conversation, direction: Direction, ev: Data | Gap) -> list[Event]:
+    def _deliver(self, conv: Conversation, direction: Direction, ev: Data | Gap) -> list[Event]:
         """Hand stream bytes (or a hole) to the dissector; what it returns, stamped."""
         conn = conv.conn
         assert conn is not None
@@ -705,12 +499,12 @@ class Analyzer:
                 if dl != conv.deadline:
                     conv.deadline = dl
                     if dl is not None:
-                        self._schedule(conv)
+                        self._wakeups.schedule(conv, self.idle_timeout)
             return result
         except Exception as exc:  # a dissector bug must not end the whole analysis
             return [self._account(conv, _dissector_crash(conv, exc))]
 
-    def _emit(self, conv: _Conversation, out: Iterable[Event]) -> list[Event]:
+    def _emit(self, conv: Conversation, out: Iterable[Event]) -> list[Event]:
         """Stamp a dissector's frames and findings with where they came from."""
         info = conv.info
         sides = conv.sides
@@ -762,21 +556,19 @@ class Analyzer:
         info.frames += n_frames
         return result
 
-    def _account(self, conv: _Conversation, f: Finding) -> Finding:
+    def _account(self, conv: Conversation, f: Finding) -> Finding:
         """Stamp an engine finding with its conversation and count it."""
         f.flow = conv.info.id
         f.community_id = conv.info.community_id
         conv.info.count(f.severity)
         return f
 
-    def _close(self, conv: _Conversation, ts: float, expired: bool = False) -> Iterator[Event]:
+    def _close(self, conv: Conversation, ts: float, expired: bool = False) -> Iterator[Event]:
         """Finish a conversation (closed, expired, or the capture ended) and release its state."""
         if conv.closed:
             return
         conv.closed = True
-        if conv.wake_at is not None:
-            self._stale += 1  # its heap entry is dead now
-            conv.wake_at = None
+        self._wakeups.cancel(conv)
         self._unindex(conv)
         for direction, side in conv.sides.items():
             events = side.reasm.flush(ts)
@@ -817,7 +609,7 @@ class Analyzer:
             if conv.conn is None:
                 continue
             try:
-                _snapshot(conv.conn)
+                snapshot(conv.conn)
                 continue
             except NotImplementedError:
                 f = CHECKPOINT_FINISHED(f"{conv.info.protocol} cannot save its state: conversation finished "
@@ -838,29 +630,16 @@ class Analyzer:
         ``engine.checkpoint_finished`` note) the conversations whose dissector cannot snapshot
         (``NotImplementedError``); later packets of such a conversation start a new, mid-stream one.
         Raises NotImplementedError if an open conversation still cannot be snapshotted."""
-        live = []
-        for conv in self._live.values():
-            snap = _snapshot(conv.conn) if conv.conn is not None else None
-            live.append({
-                "flow": conv.info.id, "sides": {d.value: side.to_plain() for d, side in conv.sides.items()},
-                "dissector": conv.dissector.name if conv.dissector is not None else None, "conn": snap,
-                "pending": [[d.value, "data" if type(ev) is Data else "gap", ev.offset,
-                             b64(ev.data) if type(ev) is Data else ev.length, ev.packet, ev.ts]  # type: ignore[union-attr]
-                            for d, ev in conv.pending],
-                "undecided": conv.undecided, "midstream": conv.midstream, "isn_client": conv.isn_client,
-                "timed": conv.timed, "deadline": conv.deadline, "wake_at": conv.wake_at, "wake_seq": conv.wake_seq,
-            })
-        ld = self.linkdec
+        live = [conversation_to_plain(conv) for conv in self._live.values()]
         return {
             "version": CHECKPOINT_VERSION, "packets": self.packets, "first_ts": self.first_ts,
             "last_ts": self.last_ts, "truncated_packets": self.truncated_packets,
             "capture_findings": dict(self.capture_findings),
-            "linkdec": {"non_tcp": ld.non_tcp, "unsupported": ld.unsupported, "malformed": ld.malformed,
-                        "fragments": ld.fragments, "unknown_linktype": sorted(ld.unknown_linktype)},
+            "linkdec": linkdec_to_plain(self.linkdec),
             "flows": [f.to_plain() for f in self.flows],
             "closed": [[list(k), info.id] for k, info in self._closed.items()],
-            "live": live, "seq": self._seq,
-            "files": [[n, p] for n, p in self._files], "multi_file": self.multi_file,
+            "live": live, "seq": self._wakeups.seq,
+            "files": self._capture_files.to_plain(), "multi_file": self.multi_file,
         }
 
     def restore(self, state: dict[str, Any]) -> None:
@@ -874,22 +653,13 @@ class Analyzer:
         self.packets, self.first_ts, self.last_ts = state["packets"], state["first_ts"], state["last_ts"]
         self.truncated_packets = state["truncated_packets"]
         self.capture_findings = dict(state["capture_findings"])
-        ld, lds = self.linkdec, state["linkdec"]
-        ld.non_tcp, ld.unsupported, ld.malformed, ld.fragments = (
-            lds["non_tcp"], lds["unsupported"], lds["malformed"], lds["fragments"])
-        ld.unknown_linktype = set(lds["unknown_linktype"])
+        load_linkdec(self.linkdec, state["linkdec"])
         self.flows = [FlowInfo.from_plain(f) for f in state["flows"]]
         for k, fid in state["closed"]:
             self._closed[tuple(k)] = self.flows[fid - 1]  # type: ignore[index]
+        restored = []
         for c in state["live"]:
-            info = self.flows[c["flow"] - 1]
-            conv = _Conversation(info, self.max_buffer, c["midstream"])
-            for d, side in conv.sides.items():
-                side.load(c["sides"][d.value])
-            conv.pending = [(Direction(d), Data(off, unb64(x), pkt, ts) if kind == "data" else Gap(off, x, pkt, ts))
-                            for d, kind, off, x, pkt, ts in c["pending"]]
-            conv.undecided, conv.isn_client = c["undecided"], c["isn_client"]
-            conv.timed, conv.deadline = c["timed"], c["deadline"]
+            conv = conversation_from_plain(c, self.flows[c["flow"] - 1], self.max_buffer)
             name = c["dissector"]
             if name is not None:
                 conv.dissector = self.dissectors.get(name)
@@ -903,29 +673,13 @@ class Analyzer:
                         self._startup_errors.append(self._account(conv, _dissector_crash(conv, exc)))
             self._live[conv.key] = conv
             self._index(conv)
-            if c["wake_at"] is not None:
-                conv.wake_at, conv.wake_seq = c["wake_at"], c["wake_seq"]
-                self._heap.append((conv.wake_at, conv.wake_seq, conv))
-        heapq.heapify(self._heap)
-        self._seq = state["seq"]
-        self._files = [(n, p) for n, p in state["files"]]
-        self._file_starts = [n for n, _ in self._files]
+            restored.append(conv)
+        self._wakeups.restore(restored, state["seq"])
+        self._capture_files.load(state["files"])
         self.multi_file = state["multi_file"]
 
 
-def _packed(ip: str) -> bytes:
-    """An address as packets carry it (4 bytes for IPv4, 16 for IPv6)."""
-    return socket.inet_pton(socket.AF_INET6 if ":" in ip else socket.AF_INET, ip)
-
-
-def _snapshot(conn: Connection) -> dict[str, Any]:
-    method = getattr(conn, "snapshot", None)
-    if method is None:  # a duck-typed connection without the method cannot snapshot either
-        raise NotImplementedError(f"{type(conn).__name__} cannot be snapshotted")
-    return method()  # type: ignore[no-any-return]
-
-
-def _dissector_crash(conv: _Conversation, exc: Exception) -> Finding:
+def _dissector_crash(conv: Conversation, exc: Exception) -> Finding:
     f = DISSECTOR_ERROR(f"{conv.info.protocol} dissector failed: {type(exc).__name__}: {exc}")
     f.flow = conv.info.id
     return f

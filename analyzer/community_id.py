@@ -1,0 +1,24 @@
+"""Community ID v1 of a TCP flow (https://github.com/corelight/community-id-spec): the flow hash
+Zeek and Suricata log, so a conversation here can be matched with their records."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import socket
+import struct
+
+
+def community_id(a: tuple[str, int], b: tuple[str, int], proto: int = 6, seed: int = 0) -> str:
+    """Community ID v1 of a flow, as Zeek and Suricata compute it: the same for both directions."""
+    ia, ib = packed_address(a[0]), packed_address(b[0])
+    pa, pb = a[1], b[1]
+    if (ia, pa) > (ib, pb):  # the spec orders the endpoints: the lower address (then port) first
+        ia, ib, pa, pb = ib, ia, pb, pa
+    digest = hashlib.sha1(struct.pack("!H", seed) + ia + ib + struct.pack("!BxHH", proto, pa, pb)).digest()
+    return "1:" + base64.b64encode(digest).decode("ascii")
+
+
+def packed_address(ip: str) -> bytes:
+    """An address as packets carry it (4 bytes for IPv4, 16 for IPv6)."""
+    return socket.inet_pton(socket.AF_INET6 if ":" in ip else socket.AF_INET, ip)

@@ -1,0 +1,77 @@
+"""When open conversations wake up, in capture time: a heap of (wake time, sequence, conversation).
+
+A conversation wakes at the earlier of its dissector's :meth:`Connection.deadline` and its idle
+expiry (no packet for ``idle_timeout`` seconds of capture time). Entries are invalidated lazily (a
+conversation knows the sequence number of its one valid entry) and the heap is compacted when stale
+entries outnumber valid ones, so it holds at most about two entries per open conversation. Pushing
+and popping cost O(log n) in the open conversations; nothing scans all of them.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Iterator
+
+from analyzer.flows import Conversation
+
+#: Stale heap entries tolerated before the heap is compacted (and at most as many as valid ones).
+_STALE_SLACK = 64
+
+
+class Wakeups:
+    """The heap and its bookkeeping. ``heap`` stays the same list object for the analyzer's life:
+    the packet loop holds it in a local to test the earliest entry without a call."""
+
+    __slots__ = ("heap", "seq", "stale")
+
+    def __init__(self) -> None:
+        self.heap: list[tuple[float, int, Conversation]] = []
+        self.seq = 0
+        self.stale = 0
+
+    def schedule(self, conv: Conversation, idle: float | None) -> None:
+        """Make sure the conversation wakes at the earlier of its deadline and its idle expiry."""
+        when = conv.info.last_ts + idle if idle is not None else None
+        dl = conv.deadline
+        if dl is not None and (when is None or dl < when):
+            when = dl
+        if when is None:
+            return
+        at = conv.wake_at
+        if at is not None:
+            if at <= when:
+                return  # the entry already there fires first and schedules again
+            self.stale += 1
+        self.seq += 1
+        conv.wake_at, conv.wake_seq = when, self.seq
+        heap = self.heap
+        heapq.heappush(heap, (when, self.seq, conv))
+        if self.stale > _STALE_SLACK and 2 * self.stale > len(heap):
+            # In place: the packet loop holds the list.
+            heap[:] = [e for e in heap if not e[2].closed and e[2].wake_seq == e[1]]
+            heapq.heapify(heap)
+            self.stale = 0
+
+    def cancel(self, conv: Conversation) -> None:
+        """The conversation is finished: its entry, if any, is dead now."""
+        if conv.wake_at is not None:
+            self.stale += 1
+            conv.wake_at = None
+
+    def due(self, now: float) -> Iterator[Conversation]:
+        """Each conversation whose valid entry is due, popped one at a time (the caller may schedule
+        again, even at ``now``, between two)."""
+        heap = self.heap
+        while heap and heap[0][0] <= now:
+            _, seq, conv = heapq.heappop(heap)
+            if conv.closed or conv.wake_seq != seq:
+                self.stale -= 1
+                continue
+            conv.wake_at = None
+            yield conv
+
+    def restore(self, convs: Iterable[Conversation], seq: int) -> None:
+        """Entries again for restored conversations (their ``wake_at``/``wake_seq`` already set)."""
+        self.heap.extend((c.wake_at, c.wake_seq, c) for c in convs if c.wake_at is not None)
+        heapq.heapify(self.heap)
+        self.seq = seq
