@@ -123,8 +123,10 @@ class Amqp091Connection(BaseConnection):
             if self.foreign:
                 return out
             if pos:
-                # Side.advance, inline (the hot path): a side is direct only after the framer cut a
-                # frame since the start or the last gap, so its seen_frame/after_gap are already right.
+                # The queue (empty) never held these bytes: move its stream offset past them. The kit's
+                # ByteQueue has no public way to skip bytes (``lost`` would, with an allocation per
+                # segment). A side is direct only after the framer cut a frame since the start or the
+                # last gap, so the framer's seen_frame/after_gap are already right.
                 side.framer.queue._base += pos
             if pos == len(data):
                 return out

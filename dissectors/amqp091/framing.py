@@ -42,17 +42,6 @@ class Side:
         q = f.queue
         self.direct = not len(q) and q.synced and not self.header_possible and f.junk_at < 0
 
-    def advance(self, n: int) -> None:
-        """``n`` bytes were framed straight from a segment, without passing through the queue."""
-        f = self.framer
-        # The queue is empty: moving its stream offset past the bytes is all there is to do. (The
-        # kit's ByteQueue has no public way to skip bytes it never held; ``lost`` would do it but
-        # costs an allocation per segment on the hot path.)
-        f.queue._base += n
-        if f.after_gap or not f.seen_frame:
-            f.seen_frame = True
-            f.after_gap = False
-
     def measure(self, buf: memoryview, pos: int) -> int:
         """The kit's ``measure``: the length of the frame at ``pos``, 0 to wait, -1 for junk."""
         avail = len(buf) - pos
