@@ -71,6 +71,26 @@ def test_hot_and_general_paths_agree_on_mutated_captures(name: str) -> None:
             same(mutate(rec, rng, 1 + i % 6))
 
 
+def midstream(rec: Recorded, rng: random.Random) -> Recorded:
+    """The conversation as a capture that started late: the calls from a random one on, the
+    first fed bytes cut at a random position (the tail of an unseen frame)."""
+    feeds = [i for i, (name, args) in enumerate(rec.calls) if name == "feed" and len(args[1]) > 1]
+    start = rng.choice(feeds[: max(1, len(feeds) // 2)])
+    calls = list(rec.calls[start:])
+    d, data, ts = calls[0][1]
+    calls[0] = ("feed", (d, data[rng.randrange(1, len(data)):], ts))
+    return Recorded(rec.protocol, True, calls)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_hot_and_general_paths_agree_on_captures_joined_midstream(name: str) -> None:
+    rng = random.Random(f"mid-{name}")
+    for rec in recordings(name):
+        for i in range(12):
+            cut = midstream(rec, rng)
+            same(cut if i % 2 else mutate(cut, rng, 2))
+
+
 def busy_session() -> Recorded:
     """What the benchmark sends: batched publishes with confirms, batched deliveries and acks, on
     two channels, with messages split over body frames and crossing segment boundaries."""
