@@ -8,6 +8,7 @@ are data.
 
 from __future__ import annotations
 
+import random
 from datetime import datetime
 from functools import cache
 from pathlib import Path
@@ -69,6 +70,29 @@ def test_every_field_of_every_frame_is_in_the_catalogue(name: str) -> None:
                 assert all(fits(d, v) for v in values), (path, d.type, f.value)
             seen += 1
     assert seen > 0
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_field_of_mutated_captures_is_in_the_catalogue(name: str) -> None:
+    """Broken frames too (overruns, truncated headers, unknown methods and frame types, junk)."""
+    from tests.test_amqp091_hotpath import mutate, recordings
+
+    rng = random.Random(f"catalogue-{name}")
+    d = Amqp091Dissector()
+    for rec in recordings(name):
+        for i in range(25):
+            m = mutate(rec, rng, 1 + i % 5)
+            conn = d.connection(m.midstream)
+            for call, args in m.calls:
+                for fr in getattr(conn, call)(*args) or ():
+                    if not isinstance(fr, Frame):
+                        continue
+                    for path, f, repeated in walk(fr.command, fr.fields):
+                        fd = CATALOG.get(path)
+                        assert fd is not None and fd.repeated == repeated, (fr.command, path)
+                        if not f.is_list:
+                            values = f.value if isinstance(f.value, list) else [f.value]
+                            assert all(fits(fd, v) for v in values), (path, fd.type, f.value)
 
 
 def test_catalogue_names_and_types() -> None:

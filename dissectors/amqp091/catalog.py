@@ -65,6 +65,7 @@ def build() -> Catalog:
     for meth in METHODS.values():
         fields = [*_HEAD, ("class", "uint16", "class id"), ("method", "uint16", "method id")]
         fields += [(f.name, wire_type(f.type), f.doc or "") for f in meth.layout.fields]
+        fields.append(("undecoded", "bytes", "the arguments, when they overrun the frame"))
         if meth.code in RESPONSE_CODES:
             fields.append(("response_time", "double", "seconds since the request it answers"))
         if meth.name == "Basic.Publish":
@@ -76,7 +77,8 @@ def build() -> Catalog:
     add("ContentHeader", (*_HEAD, ("class_id", "uint16", "class of the content-bearing method"),
                           ("weight", "uint16", "unused, 0"), ("body_size", "uint64", "announced body size"),
                           ("property_flags", "uint16", "which properties follow"), *props,
-                          ("properties", "bytes", "properties that could not be decoded"), *_MESSAGE))
+                          ("properties", "bytes", "properties that could not be decoded"),
+                          ("payload", "bytes", "a content header too short for its fixed part"), *_MESSAGE))
     add("ContentBody", (*_HEAD, ("payload", "bytes", "body bytes (the first 1024)"), *_MESSAGE))
     add("Heartbeat", (*_HEAD, ("payload", "bytes", "payload (must be empty)")))
     add("Method", (*_HEAD, ("payload", "bytes", "a method frame too short for its ids")))

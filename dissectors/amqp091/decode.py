@@ -158,7 +158,7 @@ def method(d: Direction, data: bytes, ch: int, size: int, offset: int,
     except DecodeError as exc:
         findings.append(R.FRAMING_TRUNCATED(f"{meth.name}: {exc}"))
         args, stop = [], end
-        fields.append(Field("arguments", bytes(data[11:end]), 11, size - 4, f"undecodable: {exc}"))
+        fields.append(Field("undecoded", bytes(data[11:end]), 11, size - 4, f"undecodable: {exc}"))
     if stop < end:
         findings.append(R.FRAMING_TRAILING(f"{meth.name}: {end - stop} bytes after the last argument"))
     table_notes(meth.name, findings)
