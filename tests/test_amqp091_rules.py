@@ -392,6 +392,20 @@ def test_sync_unanswered_and_unexpected_and_nowait() -> None:
     assert rt.offset == -1 and isinstance(rt.value, float)
 
 
+def test_a_connection_error_is_one_finding() -> None:
+    """The broker fails the connection and drops the socket (no close-ok): the requests it will
+    never answer and the publishes it will never confirm are that one event, not more findings."""
+    s = base().c(E.method("Confirm.Select", 1)).s(E.method("Confirm.SelectOk", 1))
+    s.c(E.message(1, b"m")).c(E.method("Queue.Declare", 1, queue="q")).c(E.method("Basic.Qos", 1))
+    s.s(E.method("Connection.Close", reply_code=541, reply_text="INTERNAL_ERROR"))
+    frames, loose = run(s)
+    assert all_ids(frames, loose) == ["amqp091.reply.connection_error"]
+    # Without the close, the same requests and publish are reported when the conversation ends.
+    frames, loose = run(base().c(E.method("Confirm.Select", 1)).s(E.method("Confirm.SelectOk", 1))
+                        .c(E.message(1, b"m")).c(E.method("Queue.Declare", 1, queue="q")))
+    assert sorted(f.id for f in loose) == ["amqp091.confirm.unconfirmed", "amqp091.correlation.unanswered"]
+
+
 def test_get_answered_by_get_empty_and_cancel_from_server() -> None:
     s = base().c(E.method("Basic.Get", 1, queue="q")).s(E.method("Basic.GetEmpty", 1))
     s.s(E.method("Basic.Cancel", 1, consumer_tag="c", nowait=True))

@@ -414,11 +414,17 @@ class Amqp091Connection(BaseConnection):
             self.hs, _ = hs_step(self.hs, d, meth.name)
             quiet = False
             if d == "s2c":
-                if self.corr.peek("s2c", 0) is not None:  # type: ignore[arg-type]
-                    self.corr.drop("c2s", lambda key, _e: key != 0)  # the server discards what the client still sends
-                # A connection error: the broker may drop the socket without waiting for close-ok (RabbitMQ
-                # does on a refused login). Its close going unanswered is that same event, reported once.
-                quiet = values.get("reply_code", 200) != 200
+                # The server closes the connection: it answers nothing the client asked on any channel
+                # (and discards what the client still sends); those requests are not unanswered.
+                if self.corr.outstanding("c2s"):  # type: ignore[arg-type]
+                    self.corr.drop("c2s", lambda _k, _e: False)  # type: ignore[arg-type]
+                if values.get("reply_code", 200) != 200:
+                    # A connection error: the broker may drop the socket without waiting for close-ok
+                    # (RabbitMQ does on a refused login), and confirms nothing more. Its close going
+                    # unanswered and the publishes left unconfirmed are that same event, reported once.
+                    quiet = True
+                    for tr in self.tracks.values():
+                        tr.unconfirmed.clear()
             self._request(d, 0, meth, values, frame, quiet)
             return
         if code == M.CONNECTION_CLOSE_OK:
