@@ -104,3 +104,23 @@ def test_a_snapshot_holds_references_not_frames() -> None:
     assert [e.get("confirms") for e in evs] == [None, [1, 2]] and all(not e.findings for e in evs)
     declared_at = s.steps[-4][2]
     assert evs[0].get("response_time") == pytest.approx(s.ts + 2 - declared_at, abs=1e-9)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_resume_on_broken_input_continues_identically(name: str) -> None:
+    """Mutated bytes (junk, resync, broken frames), capture holes and a mid-stream start: the
+    framer's queue, junk runs and half-received messages survive the snapshot too."""
+    from tests.test_amqp091_hotpath import midstream, mutate
+
+    rng = random.Random(f"broken-{name}")
+    for rec in recordings(name):
+        for i in range(6):
+            broken = mutate(midstream(rec, rng) if i % 3 == 2 else rec, rng, 1 + i)
+            calls = list(broken.calls)
+            at = rng.randrange(1, len(calls))
+            d = calls[at - 1][1][0] if calls[at - 1][0] == "feed" else "c2s"
+            calls.insert(at, ("gap", (Direction(d), rng.randint(1, 300), 0.0)))
+            broken = Recorded(broken.protocol, broken.midstream, calls)
+            whole = replay(D, broken)
+            for k in cut_points(len(calls), rng, 4):
+                assert replay(D, broken, cut_at=k) == whole, (name, i, k)
