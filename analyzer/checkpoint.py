@@ -11,7 +11,9 @@ from analyzer.flows import Conversation, FlowInfo
 from analyzer.packets import LinkDecoder
 from analyzer.reassembly import Data, Gap, b64, unb64
 
-CHECKPOINT_VERSION = 1
+#: 2: conversations keyed by flow keys (hex in "closed"), the out-of-order buffer and the sniffing
+#: buffer may be absent.
+CHECKPOINT_VERSION = 2
 
 
 def snapshot(conn: Connection) -> dict[str, Any]:
@@ -30,7 +32,7 @@ def conversation_to_plain(conv: Conversation) -> dict[str, Any]:
         "dissector": conv.dissector.name if conv.dissector is not None else None, "conn": snap,
         "pending": [[d.value, "data" if type(ev) is Data else "gap", ev.offset,
                      b64(ev.data) if type(ev) is Data else ev.length, ev.packet, ev.ts]  # type: ignore[union-attr]
-                    for d, ev in conv.pending],
+                    for d, ev in conv.pending or ()],
         "undecided": conv.undecided, "midstream": conv.midstream, "isn_client": conv.isn_client,
         "timed": conv.timed, "deadline": conv.deadline, "wake_at": conv.wake_at, "wake_seq": conv.wake_seq,
     }
@@ -43,7 +45,7 @@ def conversation_from_plain(c: dict[str, Any], info: FlowInfo, max_buffer: int) 
     for d, side in conv.sides.items():
         side.load(c["sides"][d.value])
     conv.pending = [(Direction(d), Data(off, unb64(x), pkt, ts) if kind == "data" else Gap(off, x, pkt, ts))
-                    for d, kind, off, x, pkt, ts in c["pending"]]
+                    for d, kind, off, x, pkt, ts in c["pending"]] or None
     conv.undecided, conv.isn_client = c["undecided"], c["isn_client"]
     conv.timed, conv.deadline = c["timed"], c["deadline"]
     if c["wake_at"] is not None:

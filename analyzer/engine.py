@@ -39,9 +39,21 @@ from analyzer.checkpoint import (
     load_linkdec,
     snapshot,
 )
-from analyzer.community_id import community_id, packed_address
+from analyzer.community_id import community_id
 from analyzer.flows import Conversation, FlowInfo, Side, fmt_endpoint
-from analyzer.packets import ACK, FIN, IP4TCP_BY_LINK, IP6TCP, RST, SYN, LinkDecoder, TcpSegment
+from analyzer.packets import (
+    ACK,
+    FIN,
+    IP4_KEY,
+    IP4TCP_BY_LINK,
+    IP6_KEY,
+    IP6TCP,
+    RST,
+    SYN,
+    LinkDecoder,
+    TcpSegment,
+    reverse_key,
+)
 from analyzer.protocol_choice import SNIFF_LIMIT, SNIFF_THRESHOLD, best_guess, port_table, roles
 from analyzer.reassembly import GAP, Data, Gap, Note
 from analyzer.reassembly import RULES as TCP_RULES
@@ -90,13 +102,14 @@ class Analyzer:
         self.idle_timeout = idle_timeout or None
         self.by_port: dict[int, str] = port_table(self.dissectors.values())
         self.flows: list[FlowInfo] = []
-        self._live: dict[tuple[str, int, str, int], Conversation] = {}
+        # Conversations are keyed by flow keys (:func:`analyzer.packets.flow_key`: packed addresses
+        # and ports, as packets carry them); open ones by their client-to-server key.
+        self._live: dict[bytes, Conversation] = {}
         # Conversations closed by FIN/RST, so their last ACKs do not open a new one.
-        self._closed: OrderedDict[tuple[str, int, str, int], FlowInfo] = OrderedDict()
-        # For decided live conversations: (src, dst, sport, dport) -> (conversation, direction, its side, the other side, flow info).
-        self._fast: dict[tuple[str, str, int, int], tuple[Conversation, Direction, Side, Side, FlowInfo]] = {}
-        # The same keyed as packets carry it: (packed src + dst addresses, sport, dport).
-        self._fast_raw: dict[tuple[bytes, int, int], tuple[Conversation, Direction, Side, Side, FlowInfo]] = {}
+        self._closed: OrderedDict[bytes, FlowInfo] = OrderedDict()
+        # For decided live conversations, both directions' keys -> (conversation, direction, its
+        # side, the other side, flow info): what the packet loop needs, in one lookup.
+        self._fast: dict[bytes, tuple[Conversation, Direction, Side, Side, FlowInfo]] = {}
         self._wakeups = Wakeups()
         # The same list for the analyzer's life: the packet loop tests its earliest entry directly.
         self._heap = self._wakeups.heap
@@ -143,13 +156,15 @@ class Analyzer:
         return self._capture_files.localise(events, lambda: self.packets) if self.multi_file else events
 
     def _run(self, packets: Iterable[RawPacket], final: bool) -> Iterator[Event]:
-        decode = self.linkdec.decode
+        linkdec = self.linkdec
+        decode = linkdec.decode
         fastmap = self._fast
-        rawmap = self._fast_raw
         fast = self._fast_segment
         heap = self._heap
         by_link = IP4TCP_BY_LINK
         ip6tcp = IP6TCP.unpack_from
+        k4, k4end = IP4_KEY
+        k6, k6end = IP6_KEY
         struct_error = struct.error
         # Counters live in locals in the loop and are written back before anything is yielded.
         count = self.packets
@@ -174,17 +189,15 @@ class Analyzer:
                     hit = None
                     try:
                         if data[at] == 0x86 and data[at + 1] == 0xDD:  # IPv6
-                            vtf, plen, proto, addrs, sport, dport, seq, ack, doff, flags = \
-                                ip6tcp(data, off)
+                            vtf, plen, proto, seq, ack, doff, flags = ip6tcp(data, off)
                             if vtf >> 28 == 6 and proto == 6:
-                                hit = rawmap.get((addrs, sport, dport))
+                                hit = fastmap.get(data[off + k6:off + k6end])
                                 end = off + 40 + plen
                                 start = off + 40 + (doff >> 4) * 4
                         else:
-                            etype, vihl, total, frag, proto, addrs, sport, dport, seq, ack, doff, flags = \
-                                layout.unpack_from(data, at)
+                            etype, vihl, total, frag, proto, seq, ack, doff, flags = layout.unpack_from(data, at)
                             if etype == 0x0800 and vihl == 0x45 and proto == 6 and not frag & 0x3FFF:
-                                hit = rawmap.get((addrs, sport, dport))
+                                hit = fastmap.get(data[off + k4:off + k4end])
                                 end = off + total
                                 start = off + 20 + (doff >> 4) * 4
                     except (struct_error, IndexError):
@@ -208,7 +221,8 @@ class Analyzer:
                     f.frame = number
                     self.capture_findings[f.severity] += 1
                     yield f
-                hit = fastmap.get(seg[:4])
+                key = linkdec.key
+                hit = fastmap.get(key)
                 if hit is not None and not seg.flags & _SYN_FIN_RST:
                     out = fast(hit, seg.seq, seg.ack, seg.flags, seg.payload, number, ts)
                     if out:
@@ -216,7 +230,7 @@ class Analyzer:
                         yield from out
                     continue
                 self.packets, self.last_ts = count, ts
-                yield from self._segment(seg, number, ts)
+                yield from self._segment(seg, key, number, ts)
                 if self._startup_errors:
                     yield from self._pop_startup_errors()
         finally:
@@ -228,57 +242,56 @@ class Analyzer:
             yield from self._suspend()
 
     def _fast_segment(self, hit: tuple[Conversation, Direction, Side, Side, FlowInfo], seq: int, ack: int,
-                      flags: int, payload: bytes, number: int, ts: float) -> list[Event] | None:
-        """A segment of a known, decided conversation without SYN, FIN or RST: no generators here."""
+                      flags: int, payload: bytes, number: int, ts: float) -> Iterable[Event] | None:
+        """A segment of a known, decided conversation without SYN, FIN or RST. The common case (at
+        most one in-order piece of data) goes without generators and gives back what the dissector
+        made of it; anything else (data released from the out-of-order buffer, a loss, a mismatch)
+        is given back as a generator, so that however many frames one packet releases they stream
+        out one at a time instead of being collected first."""
         conv, direction, side, other_side, info = hit
         info.packets += 1
         info.last_ts = ts
-        out: list[Event] | None = None
         if flags & ACK and ack != side.last_ack:
             side.last_ack = ack
             peer = other_side.reasm.peer_ack(ack, number, ts)
             if peer:
-                out = list(self._stream(conv, direction.other, peer, ts))
+                return self._fast_released(conv, direction, side, peer, seq, payload, number, ts)
         if payload:
             events = side.reasm.segment(seq, payload, False, number, ts)
             if events:
-                if out is None:
-                    out = []
                 if len(events) != 1 or type(events[0]) is not Data:
-                    out.extend(self._stream(conv, direction, events, ts))
-                else:  # the common case, without _stream's generator
-                    if direction is _C2S:
-                        info.bytes_c2s += len(events[0].data)
-                    else:
-                        info.bytes_s2c += len(events[0].data)
-                    if conv.conn is not None:
-                        out.extend(self._deliver(conv, direction, events[0]))
-        return out
+                    return self._stream(conv, direction, events, ts)
+                # The common case, without _stream's generator.
+                if direction is _C2S:
+                    info.bytes_c2s += len(events[0].data)
+                else:
+                    info.bytes_s2c += len(events[0].data)
+                if conv.conn is not None:
+                    return self._deliver(conv, direction, events[0])
+        return None
+
+    def _fast_released(self, conv: Conversation, direction: Direction, side: Side, peer: list[Data | Gap | Note],
+                       seq: int, payload: bytes, number: int, ts: float) -> Iterator[Event]:
+        """The rest of :meth:`_fast_segment` once the acknowledgement released the other
+        direction's held-back data: that stream first, then this segment's own bytes."""
+        yield from self._stream(conv, direction.other, peer, ts)
+        if payload:
+            events = side.reasm.segment(seq, payload, False, number, ts)
+            if events:
+                yield from self._stream(conv, direction, events, ts)
 
     def _index(self, conv: Conversation) -> None:
-        """(Re)register a conversation's 4-tuples for the fast path."""
-        (cip, cport), (sip, sport) = conv.info.client, conv.info.server
+        """(Re)register a conversation's flow keys for the fast path."""
         if conv.undecided:
             return
-        c, s = conv.sides[_C2S], conv.sides[_S2C]
-        to_server = (conv, _C2S, c, s, conv.info)
-        to_client = (conv, _S2C, s, c, conv.info)
-        self._fast[(cip, sip, cport, sport)] = to_server
-        self._fast[(sip, cip, sport, cport)] = to_client
-        craw, sraw = packed_address(cip), packed_address(sip)
-        if len(craw) == len(sraw):
-            self._fast_raw[(craw + sraw, cport, sport)] = to_server
-            self._fast_raw[(sraw + craw, sport, cport)] = to_client
+        c, s = conv.c2s, conv.s2c
+        self._fast[conv.key] = (conv, _C2S, c, s, conv.info)
+        self._fast[reverse_key(conv.key)] = (conv, _S2C, s, c, conv.info)
 
     def _unindex(self, conv: Conversation) -> None:
-        (cip, cport), (sip, sport) = conv.info.client, conv.info.server
-        for k in ((cip, sip, cport, sport), (sip, cip, sport, cport)):
+        for k in (conv.key, reverse_key(conv.key)):
             if self._fast.get(k, (None,))[0] is conv:
                 del self._fast[k]
-        craw, sraw = packed_address(cip), packed_address(sip)
-        for r in ((craw + sraw, cport, sport), (sraw + craw, sport, cport)):
-            if self._fast_raw.get(r, (None,))[0] is conv:
-                del self._fast_raw[r]
 
     def flow(self, flow_id: int | None) -> FlowInfo | None:
         """The conversation with this id (ids count from 1 in order of appearance)."""
@@ -329,9 +342,9 @@ class Analyzer:
         return result
 
     # ------------------------------------------------------------ conversations
-    def _segment(self, seg: TcpSegment, number: int, ts: float) -> Iterator[Event]:
-        key = (seg.src, seg.sport, seg.dst, seg.dport)
-        rkey = (seg.dst, seg.dport, seg.src, seg.sport)
+    def _segment(self, seg: TcpSegment, key: bytes, number: int, ts: float) -> Iterator[Event]:
+        """Any segment the packet loop's fast path does not take; ``key``: its flow key."""
+        rkey = reverse_key(key)
         conv = self._live.get(key) or self._live.get(rkey)
         syn_only = seg.flags & (SYN | ACK) == SYN
         if conv is not None and syn_only and conv.isn_client is not None and conv.isn_client != seg.seq:
@@ -349,14 +362,14 @@ class Analyzer:
         direction = _C2S if (seg.src, seg.sport) == info.client else _S2C
         info.packets += 1
         info.last_ts = ts
-        side = conv.sides[direction]
+        side = conv.side(direction)
         events: list[Data | Gap | Note] = []
         if seg.flags & SYN:
             side.reasm.syn(seg.seq)
             if direction is _C2S:
                 conv.isn_client = seg.seq
         if seg.flags & ACK:
-            events_peer = conv.sides[direction.other].reasm.peer_ack(seg.ack, number, ts)
+            events_peer = conv.side(direction.other).reasm.peer_ack(seg.ack, number, ts)
             if events_peer:
                 yield from self._stream(conv, direction.other, events_peer, ts)
         if seg.payload or seg.flags & FIN:
@@ -364,10 +377,10 @@ class Analyzer:
             if events:
                 yield from self._stream(conv, direction, events, ts)
                 # Heuristics may have swapped the roles.
-                direction = _C2S if conv.sides[_C2S] is side else _S2C
+                direction = _C2S if conv.c2s is side else _S2C
         if seg.flags & FIN:
             side.fin = True
-        if seg.flags & RST or (side.fin and conv.sides[direction.other].fin):
+        if seg.flags & RST or (side.fin and conv.side(direction.other).fin):
             info.complete = not conv.midstream
             yield from self._close(conv, ts)
 
@@ -400,8 +413,14 @@ class Analyzer:
             self._startup_errors.append(self._account(conv, _dissector_crash(conv, exc)))
         conv.info.protocol = dissector.name
         conv.undecided = False
-        self._index(conv)
+        self._decided(conv)
         self._timing(conv)
+
+    def _decided(self, conv: Conversation) -> None:
+        """The protocol question is settled: index the conversation for the fast path and drop
+        the bytes kept for the heuristics."""
+        conv.c2s.sniff_buf = conv.s2c.sniff_buf = None
+        self._index(conv)
 
     def _timing(self, conv: Conversation) -> None:
         """Does the conversation's dissector connection have deadlines? Read its first one."""
@@ -420,12 +439,12 @@ class Analyzer:
 
     def _sniff(self, conv: Conversation, direction: Direction) -> bool:
         """Try the heuristics; True when it swapped the client and server roles."""
-        data = bytes(conv.sides[direction].sniff_buf)
+        data = bytes(conv.side(direction).sniff_buf or b"")
         confidence, dissector, from_client = best_guess(self.dissectors.values(), data)
         if dissector is None or confidence < SNIFF_THRESHOLD:
             if len(data) >= SNIFF_LIMIT:
                 conv.undecided = False  # give up: the conversation stays undecoded
-                self._index(conv)
+                self._decided(conv)
             return False
         swap = conv.midstream and from_client is not None and from_client != (direction is _C2S)
         if swap:
@@ -437,11 +456,11 @@ class Analyzer:
         info = conv.info
         info.client, info.server = info.server, info.client
         info.bytes_c2s, info.bytes_s2c = info.bytes_s2c, info.bytes_c2s
-        c, s = conv.sides[_C2S], conv.sides[_S2C]
-        conv.sides = {_C2S: s, _S2C: c}
-        conv.pending = [(d.other, ev) for d, ev in conv.pending]
+        conv.c2s, conv.s2c = conv.s2c, conv.c2s
+        if conv.pending is not None:
+            conv.pending = [(d.other, ev) for d, ev in conv.pending]
         del self._live[conv.key]
-        conv.key = (info.client[0], info.client[1], info.server[0], info.server[1])
+        conv.key = reverse_key(conv.key)
         self._live[conv.key] = conv
 
     # ------------------------------------------------------------------ streams
@@ -462,19 +481,24 @@ class Analyzer:
             else:
                 info.bytes_s2c += len(ev.data)
             if conv.undecided:
+                if conv.pending is None:
+                    conv.pending = []
                 conv.pending.append((direction, ev))
                 if isinstance(ev, Data):
-                    buf = conv.sides[direction].sniff_buf
+                    side = conv.side(direction)
+                    buf = side.sniff_buf
+                    if buf is None:
+                        buf = side.sniff_buf = bytearray()
                     if len(buf) < SNIFF_LIMIT:
                         buf += ev.data[:SNIFF_LIMIT - len(buf)]
                     if self._sniff(conv, direction):
                         direction = direction.other
                 if conv.conn is not None:
-                    pending, conv.pending = conv.pending, []
-                    for d, p in pending:
+                    pending, conv.pending = conv.pending, None
+                    for d, p in pending or ():
                         yield from self._deliver(conv, d, p)
                 elif not conv.undecided:
-                    conv.pending.clear()
+                    conv.pending = None
                 continue
             if conv.conn is not None:
                 yield from self._deliver(conv, direction, ev)
@@ -485,10 +509,12 @@ class Analyzer:
         assert conn is not None
         try:
             if type(ev) is Data:
-                segs = conv.sides[direction].segments
+                side = conv.side(direction)
+                segs = side.segments
                 segs.append((ev.offset + len(ev.data), ev.packet, ev.ts))
-                if len(segs) > 100_000:
-                    segs.popleft()
+                if len(segs) - side.head > 100_000:  # a dissector that never makes a frame
+                    side.head += 1
+                    side.consumed()
                 out = conn.feed(direction, ev.data, ev.ts)
             else:
                 out = conn.gap(direction, ev.length, ev.ts)
@@ -507,7 +533,7 @@ class Analyzer:
     def _emit(self, conv: Conversation, out: Iterable[Event]) -> list[Event]:
         """Stamp a dissector's frames and findings with where they came from."""
         info = conv.info
-        sides = conv.sides
+        c2s, s2c = conv.c2s, conv.s2c
         fid = info.id
         cid = info.community_id
         protocol = info.protocol or ""
@@ -515,13 +541,21 @@ class Analyzer:
         n_frames = 0
         for ev in out:
             if isinstance(ev, Frame):
-                side = sides[ev.direction]
+                side = c2s if ev.direction == _C2S else s2c
                 segs = side.segments
                 start = ev.offset
-                while len(segs) > 1 and segs[0][0] <= start:
-                    segs.popleft()
-                if segs and segs[0][0] >= start + ev.size:  # the frame lies in one segment
-                    _, last, ts = segs[0]
+                # Segments ending before the frame are done with (Side.packets_for, inline).
+                h = side.head
+                n = len(segs)
+                while n - h > 1 and segs[h][0] <= start:
+                    h += 1
+                if h and 2 * h >= n:  # as Side.consumed
+                    del segs[:h]
+                    n -= h
+                    h = 0
+                side.head = h
+                if h < n and segs[h][0] >= start + ev.size:  # the frame lies in one segment
+                    _, last, ts = segs[h]
                     ev.packets = (last, last)
                 else:
                     first, last, ts = side.packets_for(start, start + ev.size)
@@ -577,11 +611,11 @@ class Analyzer:
         if conv.undecided and conv.pending and self.dissectors:
             # Short conversation: decide on whatever arrived.
             for direction in (_C2S, _S2C):
-                if conv.sides[direction].sniff_buf and conv.conn is None:
+                if conv.side(direction).sniff_buf and conv.conn is None:
                     self._sniff(conv, direction)
             if conv.conn is not None:
-                pending, conv.pending = conv.pending, []
-                for d, p in pending:
+                pending, conv.pending = conv.pending, None
+                for d, p in pending or ():
                     yield from self._deliver(conv, d, p)
         if conv.conn is not None:
             try:
@@ -598,9 +632,9 @@ class Analyzer:
             if len(self._closed) > CLOSED_KEEP:
                 self._closed.popitem(last=False)
         # A stale heap entry may still hold the object until it is popped: keep nothing big in it.
-        conv.sides = {}
+        conv.release()
         conv.conn = None
-        conv.pending = []
+        conv.pending = None
 
     # -------------------------------------------------------------- checkpoints
     def _suspend(self) -> Iterator[Event]:
@@ -637,7 +671,7 @@ class Analyzer:
             "capture_findings": dict(self.capture_findings),
             "linkdec": linkdec_to_plain(self.linkdec),
             "flows": [f.to_plain() for f in self.flows],
-            "closed": [[list(k), info.id] for k, info in self._closed.items()],
+            "closed": [[k.hex(), info.id] for k, info in self._closed.items()],
             "live": live, "seq": self._wakeups.seq,
             "files": self._capture_files.to_plain(), "multi_file": self.multi_file,
         }
@@ -656,7 +690,7 @@ class Analyzer:
         load_linkdec(self.linkdec, state["linkdec"])
         self.flows = [FlowInfo.from_plain(f) for f in state["flows"]]
         for k, fid in state["closed"]:
-            self._closed[tuple(k)] = self.flows[fid - 1]  # type: ignore[index]
+            self._closed[bytes.fromhex(k)] = self.flows[fid - 1]
         restored = []
         for c in state["live"]:
             conv = conversation_from_plain(c, self.flows[c["flow"] - 1], self.max_buffer)

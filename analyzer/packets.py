@@ -30,11 +30,12 @@ IPV6_EXT = frozenset((0, 43, 60, 51, 135, 139, 140))
 _u16 = struct.Struct("!H").unpack_from
 _tcp = struct.Struct("!HHIIBB").unpack_from
 #: IPv4 without options and the TCP header after it, in one call: the shape of nearly every packet
-#: (version/IHL, total length, fragment bits, protocol, both addresses, ports, seq, ack, offset, flags).
-_IP4TCP_FIELDS = "BxH2xHxB2x8sHHIIBB"
+#: (version/IHL, total length, fragment bits, protocol, seq, ack, offset, flags). The addresses and
+#: ports are skipped: the engine takes them as one slice, the flow key (:func:`flow_key`).
+_IP4TCP_FIELDS = "BxH2xHxB2x12xIIBB"
 #: IPv6 without extension headers and the TCP header after it (version/class/flow, payload length,
-#: next header, both addresses, ports, seq, ack, offset, flags).
-_IP6TCP_FIELDS = "IHBx32sHHIIBB"
+#: next header, seq, ack, offset, flags); addresses and ports skipped as for IPv4.
+_IP6TCP_FIELDS = "IHBx36xIIBB"
 _FIXED_LINKS = {LINKTYPE_ETHERNET: (14, 12), LINKTYPE_SLL2: (20, 0), LINKTYPE_SLL: (16, 14)}
 #: Link types whose header has a fixed length and a fixed EtherType position -> (EtherType position,
 #: IP header position, struct reading the EtherType and then the IPv4 and TCP headers).
@@ -42,6 +43,30 @@ IP4TCP_BY_LINK = {lt: (at, off, struct.Struct(f"!H{off - at - 2}x{_IP4TCP_FIELDS
                   for lt, (off, at) in _FIXED_LINKS.items()}
 #: The IPv6 and TCP headers, read at the IP header position of the same link types.
 IP6TCP = struct.Struct(f"!{_IP6TCP_FIELDS}")
+#: Where the flow key lies from the IP header's start: source and destination addresses then the
+#: TCP ports are contiguous on the wire when the IP header has no options or extension headers.
+IP4_KEY = (12, 24)
+IP6_KEY = (8, 44)
+_ports = struct.Struct("!HH").pack
+
+
+def flow_key(src: tuple[str, int], dst: tuple[str, int]) -> bytes:
+    """One direction of a TCP conversation as packets carry it: source address, destination
+    address (4 or 16 bytes each), source port, destination port. One bytes object is the cheapest
+    dictionary key for it (a tuple of strings and ints costs three times as much), and the packet
+    loop cuts it from a packet with one slice."""
+    fam = socket.AF_INET6 if ":" in src[0] else socket.AF_INET
+    return socket.inet_pton(fam, src[0]) + socket.inet_pton(fam, dst[0]) + _ports(src[1], dst[1])
+
+
+def reverse_key(key: bytes) -> bytes:
+    """The flow key of the other direction."""
+    a = (len(key) - 4) // 2
+    return key[a:2 * a] + key[:a] + key[-2:] + key[-4:-2]
+
+
+#: Entries of each address cache of the link decoder.
+_CACHE = 4096
 
 
 class TcpSegment(NamedTuple):
@@ -59,8 +84,8 @@ class TcpSegment(NamedTuple):
 class LinkDecoder:
     """Decodes packets to TCP segments and keeps count of what it skipped."""
 
-    __slots__ = ("non_tcp", "unsupported", "unknown_linktype", "malformed", "fragments", "_v6",
-                 "pairs")
+    __slots__ = ("non_tcp", "unsupported", "unknown_linktype", "malformed", "fragments", "_v4", "_v6",
+                 "pairs", "key")
 
     def __init__(self) -> None:
         self.non_tcp = 0
@@ -68,23 +93,35 @@ class LinkDecoder:
         self.unknown_linktype: set[int] = set()
         self.malformed = 0
         self.fragments = 0
+        # Text forms of addresses, so that every conversation with one host shares one string.
+        self._v4: dict[bytes, str] = {}
         self._v6: dict[bytes, str] = {}
         self.pairs: dict[bytes, tuple[str, str]] = {}  # 8 address bytes of IPv4 -> (src, dst)
+        #: The flow key (:func:`flow_key`) of the segment :meth:`decode` last returned.
+        self.key = b""
 
     def pair(self, addrs: bytes) -> tuple[str, str]:
-        """The text forms of an IPv4 source and destination (``addrs``: both, packed), cached."""
-        if len(self.pairs) > 65536:
-            self.pairs.clear()  # bounded: a scan over many hosts must not grow it forever
-        pair = (socket.inet_ntop(socket.AF_INET, addrs[:4]), socket.inet_ntop(socket.AF_INET, addrs[4:]))
+        """The text forms of an IPv4 source and destination (``addrs``: both, packed), cached.
+
+        These caches only spare the slow path's string conversions (the packet loop looks
+        conversations up by packed addresses): small bounds do, and a scan over many hosts must
+        not grow them forever."""
+        if len(self.pairs) > _CACHE:
+            self.pairs.clear()
+        pair = (self._addr(self._v4, socket.AF_INET, addrs[:4]), self._addr(self._v4, socket.AF_INET, addrs[4:]))
         self.pairs[addrs] = pair
         return pair
 
     def _addr6(self, raw: bytes) -> str:
-        text = self._v6.get(raw)
+        return self._addr(self._v6, socket.AF_INET6, raw)
+
+    @staticmethod
+    def _addr(cache: dict[bytes, str], family: int, raw: bytes) -> str:
+        text = cache.get(raw)
         if text is None:
-            if len(self._v6) > 65536:
-                self._v6.clear()  # bounded, as for IPv4
-            text = self._v6[raw] = socket.inet_ntop(socket.AF_INET6, raw)
+            if len(cache) > _CACHE:
+                cache.clear()
+            text = cache[raw] = socket.inet_ntop(family, raw)
         return text
 
     def decode(self, pkt: RawPacket) -> TcpSegment | None:
@@ -142,7 +179,7 @@ class LinkDecoder:
         src, dst = self.pairs.get(addrs) or self.pair(addrs)
         # TSO captures carry a total length of 0; trust the captured bytes then.
         end = off + total if total else len(data) + cut
-        return self._tcp(data, off + ihl, end, src, dst)
+        return self._tcp(data, off + ihl, end, src, dst, addrs)
 
     def _ipv6(self, data: bytes, off: int, cut: int) -> TcpSegment | None:
         if data[off] >> 4 != 6:
@@ -158,7 +195,7 @@ class LinkDecoder:
         off += 40
         for _ in range(16):  # a bounded walk over extension headers
             if nxt == 6:
-                return self._tcp(data, off, end, src, dst)
+                return self._tcp(data, off, end, src, dst, raw_src + raw_dst)
             if nxt == 44:  # fragment header
                 if _u16(data, off + 2)[0] & 0xFFF9:
                     self.fragments += 1
@@ -173,12 +210,13 @@ class LinkDecoder:
         self.non_tcp += 1
         return None
 
-    def _tcp(self, data: bytes, off: int, end: int, src: str, dst: str) -> TcpSegment | None:
+    def _tcp(self, data: bytes, off: int, end: int, src: str, dst: str, addrs: bytes) -> TcpSegment | None:
         sport, dport, seq, ack, doff, flags = _tcp(data, off)
         start = off + (doff >> 4) * 4
         if start < off + 20 or start > end:
             self.malformed += 1
             return None
+        self.key = addrs + data[off:off + 4]
         have = len(data)
         payload = data[start:end] if end <= have else data[start:]
         return TcpSegment(src, dst, sport, dport, seq, ack, flags, payload, end > have)

@@ -7,6 +7,16 @@ A hole is declared lost (a :class:`Gap`) only when the capture cannot fill it an
 acknowledged bytes beyond it while later data waits, the out-of-order buffer overflows, or the
 stream is flushed at the end. A hole the peer has not acknowledged may still be filled by a
 retransmission, so it is waited for.
+
+Memory. An idle direction costs a few small objects: the out-of-order buffer exists only while
+something waits in it, and delivered bytes are kept for comparing retransmissions
+(``tcp.overlap_mismatch``) only until the peer acknowledges them, and never more than the last
+``TAIL_KEEP`` (amortised: up to twice that) when the capture shows no acknowledgements. The
+trade-off: a retransmission of bytes the capture already saw acknowledged (a spurious
+retransmission after a lost ACK, or one older than the window) is not compared, so a differing copy
+of such bytes goes unreported. A sender retransmits what it believes unacknowledged, which is what
+the capture usually also shows unacknowledged, so the common case is still covered, and an
+open but quiet conversation keeps no stream bytes at all.
 """
 
 from __future__ import annotations
@@ -27,7 +37,9 @@ RULES: tuple[Rule, ...] = (GAP, OVERLAP_MISMATCH, BUFFER_OVERFLOW)
 
 MOD = 1 << 32
 HALF = 1 << 31
-TAIL_KEEP = 64 * 1024  # delivered bytes kept to compare retransmissions with
+#: Delivered, unacknowledged bytes kept per direction to compare retransmissions with (trimmed
+#: when twice this size, so up to 2 x TAIL_KEEP while the peer acknowledges nothing).
+TAIL_KEEP = 16 * 1024
 
 
 class Data(NamedTuple):
@@ -60,13 +72,18 @@ class StreamReassembler:
         self.max_buffer = max_buffer
         self.next_seq: int | None = None  # sequence number of the next expected byte
         self.next_abs = 0  # its stream offset
-        self.pending: dict[int, tuple[bytes, int, float]] = {}  # offset -> (data, packet, ts)
+        # Out-of-order data, offset -> (data, packet, ts); None while nothing waits (most of the time:
+        # an empty dict and list for every direction of 100,000 idle conversations add up, and a
+        # dict emptied after holding many entries keeps its large table).
+        self.pending: dict[int, tuple[bytes, int, float]] | None = None
         # The keys of ``pending`` as a min-heap: the lowest waiting offset in O(1), insertion in
         # O(log n) (a ``min()`` per segment made reversed delivery quadratic). Always the same set
-        # as ``pending``'s keys: entries are only ever removed lowest first.
-        self.order: list[int] = []
+        # as ``pending``'s keys: entries are only ever removed lowest first. None with ``pending``.
+        self.order: list[int] | None = None
         self.pending_bytes = 0
-        self.tail = bytearray()  # the last delivered bytes, ending at next_abs
+        # Delivered bytes not yet acknowledged, ending at next_abs and starting at tail_start (which
+        # is next_abs when there are none: then None, not an empty bytearray, for idle directions).
+        self.tail: bytearray | None = None
         self.tail_start = 0
         self.fin_abs: int | None = None
         self.acked_abs = 0  # highest offset the peer acknowledged
@@ -90,9 +107,12 @@ class StreamReassembler:
             self.next_abs = start + n
             self.next_seq = (seq + n) & 0xFFFFFFFF
             tail = self.tail
-            tail += payload
-            if len(tail) > 2 * TAIL_KEEP:
-                self._trim()
+            if tail is None:
+                self.tail = bytearray(payload)
+            else:
+                tail += payload
+                if len(tail) > 2 * TAIL_KEEP:
+                    self._trim(tail)
             return [_new(Data, (start, payload, packet, ts))]
         if self.next_seq is None:
             self.next_seq, self.next_abs = seq, 0  # the capture starts mid-stream
@@ -120,20 +140,23 @@ class StreamReassembler:
             out.append(Data(start, payload, packet, ts))
             self._drain(out)
             return out
-        old = self.pending.get(start)
+        pending, order = self.pending, self.order
+        if pending is None or order is None:
+            pending, order = self.pending, self.order = {}, []
+        old = pending.get(start)
         if old is None or len(old[0]) < n:
             if old is None:
-                heapq.heappush(self.order, start)
+                heapq.heappush(order, start)
             else:
                 self.pending_bytes -= len(old[0])
-            self.pending[start] = (payload, packet, ts)
+            pending[start] = (payload, packet, ts)
             self.pending_bytes += n
         if self.acked_abs > nxt:
-            self._lose(min(self.acked_abs, self.order[0]), packet, ts, out)
+            self._lose(min(self.acked_abs, order[0]), packet, ts, out)
         elif self.pending_bytes > self.max_buffer:
             out.append(Note(BUFFER_OVERFLOW(
                 f"{self.pending_bytes} bytes waited behind a hole at offset {nxt}; limit {self.max_buffer}")))
-            self._lose(self.order[0], packet, ts, out)
+            self._lose(order[0], packet, ts, out)
         return out
 
     def peer_ack(self, ack: int, packet: int, ts: float) -> list[Event]:
@@ -148,7 +171,17 @@ class StreamReassembler:
         if a <= self.acked_abs:
             return []
         self.acked_abs = a
-        if self.pending and a > self.next_abs:
+        tail = self.tail
+        if tail:
+            # Acknowledged bytes will not be compared again (see the module's notes on memory).
+            cut = min(a, self.next_abs) - self.tail_start
+            if cut >= len(tail):
+                self.tail = None
+                self.tail_start = self.next_abs
+            elif cut > 0:
+                del tail[:cut]
+                self.tail_start += cut
+        if self.order and a > self.next_abs:
             out: list[Event] = []
             self._lose(min(a, self.order[0]), packet, ts, out)
             return out
@@ -157,7 +190,7 @@ class StreamReassembler:
     def flush(self, ts: float) -> list[Event]:
         """End of capture: whatever waits behind holes is delivered, the holes reported."""
         out: list[Event] = []
-        while self.pending:
+        while self.order:
             self._lose(self.order[0], None, ts, out)
         # Bytes the FIN or the peer's acknowledgement prove were sent, but the capture never saw:
         # no packet resumes the stream after them, so the hole belongs to no packet.
@@ -169,22 +202,25 @@ class StreamReassembler:
     # ------------------------------------------------------------------ checkpoints
     def to_plain(self) -> dict[str, Any]:
         """The whole state as JSON-serialisable data (for :meth:`Analyzer.checkpoint`)."""
+        pending = self.pending or {}
         return {"max_buffer": self.max_buffer, "next_seq": self.next_seq, "next_abs": self.next_abs,
-                "pending": [[off, b64(self.pending[off][0]), self.pending[off][1], self.pending[off][2]]
-                            for off in sorted(self.pending)],
-                "tail": b64(self.tail), "tail_start": self.tail_start, "fin_abs": self.fin_abs,
+                "pending": [[off, b64(pending[off][0]), pending[off][1], pending[off][2]]
+                            for off in sorted(pending)],
+                "tail": b64(self.tail or b""), "tail_start": self.tail_start, "fin_abs": self.fin_abs,
                 "acked_abs": self.acked_abs}
 
     @classmethod
     def from_plain(cls, d: dict[str, Any]) -> StreamReassembler:
         r = cls(d["max_buffer"])
         r.next_seq, r.next_abs = d["next_seq"], d["next_abs"]
-        for off, data, packet, ts in d["pending"]:
-            raw = unb64(data)
-            r.pending[off] = (raw, packet, ts)
-            r.pending_bytes += len(raw)
-            r.order.append(off)  # sorted: already a heap
-        r.tail = bytearray(unb64(d["tail"]))
+        if d["pending"]:
+            r.pending, r.order = {}, []
+            for off, data, packet, ts in d["pending"]:
+                raw = unb64(data)
+                r.pending[off] = (raw, packet, ts)
+                r.pending_bytes += len(raw)
+                r.order.append(off)  # sorted: already a heap
+        r.tail = bytearray(unb64(d["tail"])) if d["tail"] else None
         r.tail_start, r.fin_abs, r.acked_abs = d["tail_start"], d["fin_abs"], d["acked_abs"]
         return r
 
@@ -193,19 +229,22 @@ class StreamReassembler:
         self.next_abs += n
         self.next_seq = (self.next_seq + n) % MOD  # type: ignore[operator]
         tail = self.tail
-        tail += payload
-        if len(tail) > 2 * TAIL_KEEP:
-            self._trim()
+        if tail is None:
+            self.tail = bytearray(payload)
+        else:
+            tail += payload
+            if len(tail) > 2 * TAIL_KEEP:
+                self._trim(tail)
 
-    def _trim(self) -> None:
-        cut = len(self.tail) - TAIL_KEEP
-        del self.tail[:cut]
+    def _trim(self, tail: bytearray) -> None:
+        cut = len(tail) - TAIL_KEEP
+        del tail[:cut]
         self.tail_start += cut
 
     def _compare(self, start: int, data: bytes, out: list[Event]) -> None:
         """Bytes at ``start`` were delivered already; report if this copy differs."""
         lo = max(start, self.tail_start)
-        if lo >= start + len(data):
+        if lo >= start + len(data) or self.tail is None:
             return
         old = self.tail[lo - self.tail_start:lo - self.tail_start + (start + len(data) - lo)]
         new = data[lo - start:]
@@ -221,19 +260,21 @@ class StreamReassembler:
         "previous segment not captured"), else at ``packet``."""
         nxt = self.next_abs
         if upto > nxt:
-            resumed = self.pending.get(upto)
+            resumed = self.pending.get(upto) if self.pending is not None else None
             if resumed is not None:
                 packet = resumed[1]
             out.append(Gap(nxt, upto - nxt, packet, ts))
             self.next_seq = (self.next_seq + upto - nxt) % MOD  # type: ignore[operator]
             self.next_abs = upto
-            self.tail.clear()
+            self.tail = None
             self.tail_start = upto
         self._drain(out)
 
     def _drain(self, out: list[Event]) -> None:
         pending = self.pending
         order = self.order
+        if pending is None or order is None:
+            return
         while order:
             first = order[0]
             nxt = self.next_abs
@@ -251,6 +292,7 @@ class StreamReassembler:
                 data, first = data[overlap:], nxt
             self._advance(data, len(data))
             out.append(Data(first, data, packet, ts))
+        self.pending = self.order = None  # all delivered: drop the (possibly large) empty table
 
 
 def b64(data: bytes | bytearray) -> str:
