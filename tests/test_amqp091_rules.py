@@ -562,7 +562,7 @@ def test_tables_are_bounded_and_the_excess_is_one_finding() -> None:
     assert "amqp091.ack.unknown_tag" not in all_ids(frames, loose)
     # The direction whose oldest requests were forgotten can no longer tell what was never answered.
     assert [f.id for f in loose] == []
-    assert len(conn.corr.out["c2s"][1]) == 3 and conn.tracks[2].unacked.spans() == 0
+    assert conn.corr.outstanding("c2s") == 3 and conn.tracks[2].unacked.spans() == 0
     # Without limits, the same traffic is followed in full.
     frames, loose = run(s)
     assert "amqp091.limit.exceeded" not in all_ids(frames, loose)

@@ -92,8 +92,8 @@ def test_a_snapshot_holds_references_not_frames() -> None:
     text = json.dumps(state)
     assert len(text) < 4000
     conn2 = D.resume(state)
-    pending = conn2.corr.out["c2s"][1]
-    assert [(p[0], p[1][0]) for p in pending] == [("Queue.Declare", "c2s")]
+    pending = conn2.corr.peek("s2c", 1)
+    assert pending is not None and (pending[0], pending[1][0]) == ("Queue.Declare", "c2s")
     assert conn2.tracks[1].unconfirmed.r == [1, 3]  # publishes 1 and 2, as one range
     assert conn2.content["c2s"].seq.open[1][:3] == ["Basic.Publish", 10, 5]
     # It goes on where it stopped: the rest of the body completes the message, declare-ok answers.

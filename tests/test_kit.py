@@ -187,3 +187,26 @@ def test_catalogue_names_and_types():
         cat.add("publish.publisher_id", "uint16")
     with pytest.raises(ValueError):
         FieldDef("p.Bad-Name", "uint8")
+
+
+def test_correlator_in_order_queues_stay_compact_and_forget_one_key():
+    c = kit.Correlator.in_order()
+    for i in range(1000):
+        c.request(C2S, 1, f"r{i}", None, float(i))
+    got = [c.response(S2C, 1)[0] for _ in range(600)]
+    assert got == [f"r{i}" for i in range(600)]
+    assert len(c.out["c2s"][1]) <= 2 * 400 + 1  # consumed entries do not pile up
+    c = roundtrip(c)
+    assert c.peek(S2C, 1)[0] == "r600" and c.outstanding(C2S) == 400
+    c.request(C2S, 2, "other", None, 0.0)
+    c.forget(C2S, 1)
+    assert c.outstanding(C2S) == 1 and c.peek(S2C, 1) is None and c.response(S2C, 2)[0] == "other"
+
+
+def test_byte_queue_skips_bytes_it_never_held():
+    q = kit.ByteQueue()
+    q.skip(10)
+    q.append(b"ab")
+    assert q.offset == 10
+    with pytest.raises(ValueError):
+        q.skip(1)

@@ -123,11 +123,10 @@ class Amqp091Connection(BaseConnection):
             if self.foreign:
                 return out
             if pos:
-                # The queue (empty) never held these bytes: move its stream offset past them. The kit's
-                # ByteQueue has no public way to skip bytes (``lost`` would, with an allocation per
-                # segment). A side is direct only after the framer cut a frame since the start or the
-                # last gap, so the framer's seen_frame/after_gap are already right.
-                side.framer.queue._base += pos
+                # The queue (empty) never held these bytes: move its stream offset past them. A side is
+                # direct only after the framer cut a frame since the start or the last gap, so the
+                # framer's seen_frame/after_gap are already right.
+                side.framer.queue.skip(pos)
             if pos == len(data):
                 return out
             data = data[pos:]
@@ -280,8 +279,7 @@ class Amqp091Connection(BaseConnection):
     def _forget_channel(self, ch: int) -> None:
         """Channel ``ch`` closed both ways or opened anew: what was outstanding on it is gone."""
         for d in ("c2s", "s2c"):
-            if self.corr.peek(_OTHER[d], ch) is not None:  # type: ignore[arg-type]
-                self.corr.drop(d, lambda key, _e, ch=ch: key != ch)  # type: ignore[arg-type,misc]
+            self.corr.forget(d, ch)
             self.content[d].drop(ch)
         self.tracks.pop(ch, None)
 
@@ -337,8 +335,7 @@ class Amqp091Connection(BaseConnection):
             self._channel(d, ch, CLOSE, meth.name, findings)
             if d == "s2c" and values.get("reply_code", 200) != 200:
                 # The server failed the channel: the client's outstanding requests will never be answered.
-                if self.corr.peek("s2c", ch) is not None:  # type: ignore[arg-type]
-                    self.corr.drop("c2s", lambda key, _e: key != ch)  # type: ignore[arg-type]
+                self.corr.forget("c2s", ch)
             self._request(d, ch, meth, values, frame)
             return ""
         if code == M.CHANNEL_CLOSE_OK:
@@ -362,7 +359,7 @@ class Amqp091Connection(BaseConnection):
                  quiet: bool = False) -> None:
         """A synchronous request: the peer owes the answer, in order on the channel."""
         if meth.responses and not (meth.has_nowait and values.get("nowait")):
-            f = self.corr.request(d, ch, meth.name, frame.anchor(), self.ts, quiet,  # type: ignore[arg-type]
+            f = self.corr.request(d, ch, meth.name, frame.anchor(), self.ts, quiet,
                                   limit_rule=R.LIMIT_EXCEEDED)
             if f is not None:
                 frame.findings.append(f)
@@ -370,9 +367,9 @@ class Amqp091Connection(BaseConnection):
     def _answer(self, d: str, ch: int, meth: Method, frame: Frame) -> None:
         """A reply: it answers the oldest outstanding request of the peer on the channel."""
         corr = self.corr
-        entry = corr.peek(d, ch)  # type: ignore[arg-type]
+        entry = corr.peek(d, ch)
         if entry is not None and meth.code in BY_NAME[entry[0]].response_codes:
-            corr.response(d, ch)  # type: ignore[arg-type]
+            corr.response(d, ch)
             dt = self.ts - entry[2]
             add_computed(frame, "response_time", dt, f"{dt:.6f} s after {entry[0]}")
         elif corr.overflowed[_OTHER[d]]:
@@ -416,8 +413,8 @@ class Amqp091Connection(BaseConnection):
             if d == "s2c":
                 # The server closes the connection: it answers nothing the client asked on any channel
                 # (and discards what the client still sends); those requests are not unanswered.
-                if self.corr.outstanding("c2s"):  # type: ignore[arg-type]
-                    self.corr.drop("c2s", lambda _k, _e: False)  # type: ignore[arg-type]
+                if self.corr.outstanding("c2s"):
+                    self.corr.drop("c2s", lambda _k, _e: False)
                 if values.get("reply_code", 200) != 200:
                     # A connection error: the broker may drop the socket without waiting for close-ok
                     # (RabbitMQ does on a refused login), and confirms nothing more. Its close going
@@ -432,11 +429,11 @@ class Amqp091Connection(BaseConnection):
             if not self.closed[o]:
                 findings.append(R.CHANNEL_CLOSE_OK("connection.close-ok but the peer did not send "
                                                    "connection.close"))
-            elif self.corr.peek(d, 0) is not None:  # type: ignore[arg-type]
+            elif self.corr.peek(d, 0) is not None:
                 self._answer(d, 0, meth, frame)
             # The connection is gone: only a close of this side crossing the peer's still waits.
-            self.corr.drop(o, lambda _k, _e: False)  # type: ignore[arg-type]
-            self.corr.drop(d, lambda key, e: key == 0 and e[0] == "Connection.Close")  # type: ignore[arg-type]
+            self.corr.drop(o, lambda _k, _e: False)
+            self.corr.drop(d, lambda key, e: key == 0 and e[0] == "Connection.Close")
             for tr in self.tracks.values():
                 tr.unconfirmed.clear()
             self.silence.stopped = True

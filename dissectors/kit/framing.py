@@ -57,6 +57,13 @@ class ByteQueue:
     def append(self, data: bytes) -> None:
         self._buf += data
 
+    def skip(self, length: int) -> None:
+        """``length`` bytes were consumed without passing through the queue (a dissector cut whole
+        frames straight from a segment while the queue was empty): move the stream offset past them."""
+        if len(self):
+            raise ValueError("skip needs an empty queue: buffered bytes come first")
+        self._base += length
+
     def lost(self, length: int) -> int:
         """A hole of ``length`` bytes follows what is buffered: drop the unread (now useless)
         partial frame, skip the hole, and fall out of sync. Returns how many bytes were dropped."""
