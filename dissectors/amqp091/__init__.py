@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from analyzer.api import CommandDoc, Connection, Dissector, Rule, Sniff
-from dissectors.amqp091.catalog import FIELDS
 from dissectors.amqp091.codes import FRAME_END, PROTOCOL_HEADERS
 from dissectors.amqp091.connection import DEFAULT_LIMITS, Amqp091Connection
 from dissectors.amqp091.machines import MACHINES
@@ -89,6 +88,9 @@ class Amqp091Dissector(Dissector):
         return MACHINES
 
     def fields(self) -> Sequence[Any]:
+        # Imported here: building the catalogue costs tens of milliseconds that decoding never needs.
+        from dissectors.amqp091.catalog import FIELDS
+
         return FIELDS
 
     def commands(self) -> Sequence[CommandDoc]:

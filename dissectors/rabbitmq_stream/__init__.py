@@ -22,7 +22,6 @@ from analyzer.api import CommandDoc, Connection, Dissector, Rule, Sniff
 from dissectors.kit import Machine
 from dissectors.kit import state as kit_state
 from dissectors.kit.catalog import FieldDef
-from dissectors.rabbitmq_stream.catalog import CATALOG
 from dissectors.rabbitmq_stream.connection import StreamConnection
 from dissectors.rabbitmq_stream.draft import DRAFT_COMMANDS
 from dissectors.rabbitmq_stream.handshake import MACHINE
@@ -83,6 +82,9 @@ class RabbitMQStreamDissector(Dissector):
         return (MACHINE,)
 
     def fields(self) -> Sequence[FieldDef]:
+        # Imported here: building the catalogue costs tens of milliseconds that decoding never needs.
+        from dissectors.rabbitmq_stream.catalog import CATALOG
+
         return tuple(CATALOG)
 
     def commands(self) -> Sequence[CommandDoc]:
