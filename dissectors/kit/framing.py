@@ -60,7 +60,7 @@ class ByteQueue:
     def skip(self, length: int) -> None:
         """``length`` bytes were consumed without passing through the queue (a dissector cut whole
         frames straight from a segment while the queue was empty): move the stream offset past them."""
-        if len(self):
+        if self._pos != len(self._buf):
             raise ValueError("skip needs an empty queue: buffered bytes come first")
         self._base += length
 

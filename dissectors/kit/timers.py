@@ -45,8 +45,15 @@ class Silence:
     def deadline(self) -> float | None:
         if self.interval <= 0 or self.stopped:
             return None
-        times = [t for d, t in self.last.items() if t is not None and not self.reported[d]]
-        return min(times) + self.limit() if times else None
+        # Called after every delivery of a connection with heartbeats: no list, no min().
+        last, reported = self.last, self.reported
+        a = last["c2s"] if not reported["c2s"] else None
+        b = last["s2c"] if not reported["s2c"] else None
+        if a is None:
+            return None if b is None else b + self.interval * self.factor
+        if b is not None and b < a:
+            a = b
+        return a + self.interval * self.factor
 
     def due(self, ts: float, rule: Rule) -> list[Finding]:
         """Findings for every side silent for longer than the limit at ``ts``."""
