@@ -116,6 +116,7 @@ def tshark_pdus(name: str) -> list[dict[str, Any]]:
     return out
 
 
+@pytest.mark.tshark
 @pytest.mark.parametrize("name", ALL)
 def test_tshark_reports_the_same_methods_and_key_arguments(name: str) -> None:
     mine = [f for f in frames(name) if f.command != "ProtocolHeader"]

@@ -108,6 +108,7 @@ def test_update_secret_decoded() -> None:
     assert [f.command for f in frames[-2:]] == ["Connection.Close", "Connection.CloseOk"]
 
 
+@pytest.mark.tshark
 def test_wireshark_flags_update_secret_as_an_unknown_method() -> None:
     """WIRESHARK GAP: connection.update-secret / -ok (RabbitMQ's 10/70 and 10/71) are shown as
     "Connection.Unknown (70)" / "(71)" with an Error expert item "Unknown connection method 70/71",
@@ -168,6 +169,7 @@ def test_big_frame_decoded() -> None:
     assert [f.command for f in frames[-2:]] == ["Connection.Close", "Connection.CloseOk"]
 
 
+@pytest.mark.tshark
 def test_wireshark_breaks_on_a_frame_over_1_mib() -> None:
     """WIRESHARK GAP: the 0-9 length getter clamps a frame to 1 MiB. tshark reassembles exactly
     1 048 584 bytes (1 MiB + 8) of the 1 500 008-byte body frame, reports it as [Malformed Packet]
@@ -317,6 +319,7 @@ def ws_showname(f: Field, letter: str) -> str:
     return f"{label}: {text}"
 
 
+@pytest.mark.tshark
 @pytest.mark.parametrize("name", HEADER_CAPS)
 def test_wireshark_reads_real_client_header_tables_like_we_do(name: str) -> None:
     """WIRESHARK IS RIGHT HERE. Its field-table letters follow RabbitMQ's errata (s = signed 16,

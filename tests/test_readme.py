@@ -30,3 +30,12 @@ def test_readme_example_output_is_real(command: str, shown: str):
     out = r.stdout.splitlines()
     missing = [line for line in lines if line not in out]
     assert not missing, f"README lines not in today's output of `{command}`: {missing[:3]}"
+
+
+def test_ci_runs_exactly_the_readme_test_command():
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"Set up and run the tests.*?```sh\n(.+?)\n```", readme, re.S)
+    assert block is not None
+    command = block.group(1)
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert command in ci, f"`.ci/run` must run the README's test command: {command}"

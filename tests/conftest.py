@@ -1,0 +1,21 @@
+"""Tests marked ``tshark`` compare with Wireshark: without tshark they skip, with the reason, except
+in CI (``CI`` set, as `.ci/run` does), where tshark is installed and a skip would hide a failure."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "tshark: compares with tshark (Wireshark); needs the tshark program")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("tshark") is None or shutil.which("tshark"):
+        return
+    if os.environ.get("CI"):
+        pytest.fail("tshark is not installed, and CI must run the Wireshark comparisons (.ci/run installs it)")
+    pytest.skip("tshark is not installed (apt-get install tshark); the Wireshark comparisons need it")
