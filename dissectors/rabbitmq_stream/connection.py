@@ -298,7 +298,8 @@ class StreamConnection(Connection):
         if request[0] != name:
             frame.findings.append(R.KEY_MISMATCH(f"{name} response corr={corr} answers a {request[0]} request",
                                                  command=frame.command))
-        frame.fields.append(Field("response_time", ts - request[2], -1, 0, "seconds since the request"))
+        dt = ts - request[2]
+        frame.fields.append(Field("response_time", dt, -1, 0, f"{dt:.6f} s after {request[0]}"))
         return request
 
     def _response_code(self, frame: Frame, name: str, code: int, values: dict[str, Field],
