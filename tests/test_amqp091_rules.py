@@ -568,3 +568,14 @@ def test_tables_are_bounded_and_the_excess_is_one_finding() -> None:
     assert "amqp091.limit.exceeded" not in all_ids(frames, loose)
     assert where(frames, "amqp091.ack.unknown_tag") == ["Basic.Ack"]
     assert [f.id for f in loose] == ["amqp091.correlation.unanswered"] * 5
+
+
+def test_an_out_of_order_handshake_step_is_reported_once_and_followed() -> None:
+    s = E.Script().c(E.PROTOCOL_HEADER).s(E.method("Connection.Start", mechanisms="PLAIN"))
+    s.c(E.method("Connection.StartOk", mechanism="PLAIN"))
+    s.c(E.method("Connection.TuneOk", frame_max=4096))  # before tune: the connection goes on from there
+    s.c(E.method("Connection.Open")).s(E.method("Connection.OpenOk")).open_channel(1)
+    frames, loose = run(s)
+    assert where(frames, "amqp091.handshake.order") == ["Connection.TuneOk"]
+    # The tune-ok answers nothing (a finding of correlation); the rest of the connection is in order.
+    assert sorted(all_ids(frames, loose)) == ["amqp091.correlation.unknown_response", "amqp091.handshake.order"]

@@ -210,3 +210,83 @@ def test_byte_queue_skips_bytes_it_never_held():
     assert q.offset == 10
     with pytest.raises(ValueError):
         q.skip(1)
+
+
+# A channel-like machine with every kind of entry: an illegal step with its own rule, recovery after
+# one reported under the default rule, a noted legal step, and entries for every state.
+ALREADY = R.own("channel.already_open", Severity.WARNING, Category.SEQUENCE, "A channel opened twice")
+HASTY = R.own("channel.hasty", Severity.NOTE, Category.SEQUENCE, "Data before the peer confirmed the open")
+CHANNEL = kit.Machine(
+    "channel", start="new", rule=ORDER, ignore=frozenset({"Heartbeat"}), labels={"new": "never opened"},
+    rows={
+        ("new", "c2s", "Open"): "opening",
+        ("opening", "s2c", "OpenOk"): "open",
+        ("opening", "c2s", "Data"): "opening",
+        ("open", "c2s", "Data"): "open",
+        (kit.ANY, "c2s", "Close"): "closed",
+    },
+    illegal={("open", "c2s", "Open"): (ALREADY, "opening"), (kit.ANY, "s2c", "Data"): (ALREADY, "open"),
+             ("new", "s2c", "Data"): (HASTY, "new")},
+    recover={("new", "c2s", "Data"): "open", (kit.ANY, "s2c", "OpenOk"): "open"},
+    noted={("opening", "c2s", "Data"): HASTY},
+)
+
+
+def test_machine_judge_decides_the_rule_and_where_to_continue():
+    assert CHANNEL.judge("new", "c2s", "Open") == ("opening", None)
+    assert CHANNEL.judge("opening", "c2s", "Data") == ("opening", HASTY)  # legal, still noted
+    assert CHANNEL.judge("open", "c2s", "Open") == ("opening", ALREADY)  # its own rule and state
+    assert CHANNEL.judge("closed", "s2c", "Data") == ("open", ALREADY)  # an entry for every state ...
+    assert CHANNEL.judge("new", "s2c", "Data") == ("new", HASTY)  # ... loses to the state's own
+    assert CHANNEL.judge("new", "c2s", "Data") == ("open", ORDER)  # default rule, recovered
+    assert CHANNEL.judge("closed", "s2c", "OpenOk") == ("open", ORDER)  # recovered for every state
+    assert CHANNEL.judge("closed", "c2s", "Data") == ("closed", ORDER)  # default rule, stays
+    assert CHANNEL.judge("open", "c2s", "Close") == ("closed", None)
+    assert CHANNEL.judge("closed", "c2s", "Heartbeat") == ("closed", None)
+    assert CHANNEL.allowed("opening", "c2s", "Data") and not CHANNEL.allowed("open", "c2s", "Open")
+
+
+def test_machine_step_words_what_judge_decided():
+    state, f = CHANNEL.step("open", "c2s", "Open")
+    assert state == "opening" and f is not None and f.id == "proto.channel.already_open"
+    assert f.message == "Open from the client in state open (expected Data (client))" and f.command == "Open"
+    state, f = CHANNEL.step("new", "c2s", "Data")
+    assert state == "open" and f.id == "proto.handshake.order"
+    assert f.message == "Data from the client in state never opened (expected Open (client))"
+    state, f = CHANNEL.step("opening", "c2s", "Data")
+    assert state == "opening" and f.id == "proto.channel.hasty"
+    assert f.message == "Data from the client in state opening"  # legal: nothing else was expected
+    assert CHANNEL.step("opening", "s2c", "OpenOk") == ("open", None)
+
+
+def test_machine_refuses_entries_it_could_never_use():
+    rows = {("a", "c2s", "Go"): "b", (kit.ANY, "s2c", "Stop"): "a"}
+    with pytest.raises(ValueError, match="legal"):  # a legal transition cannot be illegal
+        kit.Machine("m", "a", rows, ORDER, illegal={("a", "c2s", "Go"): (ALREADY, "a")})
+    with pytest.raises(ValueError, match="legal"):  # nor one legal through a row for every state
+        kit.Machine("m", "a", rows, ORDER, recover={("b", "s2c", "Stop"): "b"})
+    with pytest.raises(ValueError, match="ignored"):
+        kit.Machine("m", "a", rows, ORDER, ignore=frozenset({"Ping"}), recover={("a", "c2s", "Ping"): "b"})
+    with pytest.raises(ValueError, match="own rule"):
+        kit.Machine("m", "a", rows, ORDER, illegal={("b", "c2s", "Go"): (ALREADY, "a")},
+                    recover={("b", "c2s", "Go"): "b"})
+    with pytest.raises(ValueError, match="noted"):  # only a row can be noted
+        kit.Machine("m", "a", rows, ORDER, noted={("b", "c2s", "Go"): HASTY})
+    with pytest.raises(ValueError, match="direction"):
+        kit.Machine("m", "a", rows, ORDER, illegal={("a", "up", "Go"): (ALREADY, "a")})
+
+
+def test_machine_describe_prints_the_whole_machine():
+    lines = list(CHANNEL.describe())
+    assert lines[0] == "channel (start: new; illegal transitions: proto.handshake.order)"
+    assert "  opening  c2s  Data                         -> opening  (noted: proto.channel.hasty)" in lines
+    assert "  new      c2s  Open                         -> opening" in lines
+    illegal = lines[lines.index("  illegal, and where the machine continues:") + 1:]
+    assert illegal == [
+        "  open     c2s  Open                         !> opening  (proto.channel.already_open)",
+        "  *        s2c  Data                         !> open  (proto.channel.already_open)",
+        "  new      s2c  Data                         !> new  (proto.channel.hasty)",
+        "  new      c2s  Data                         !> open  (proto.handshake.order)",
+        "  *        s2c  OpenOk                       !> open  (proto.handshake.order)",
+    ]
+    assert not any("illegal," in line for line in HANDSHAKE.describe())  # nothing beyond the rows

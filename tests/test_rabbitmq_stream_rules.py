@@ -608,3 +608,10 @@ def test_big_client_frame_before_open_is_a_note() -> None:
     assert [c for c, _ in got] == ["PeerProperties"]
     assert got[0][1].severity is Severity.NOTE and "8192" in got[0][1].message
     assert only(run(opened()), R.PRE_OPEN_FRAME.id) == []
+
+
+def test_open_without_the_client_tune_is_noted_not_out_of_order() -> None:
+    hs = handshake()
+    s = Script().extend(hs[:7] + hs[8:])  # the server's Tune, then Open without the client's
+    got = only(run(s), R.NO_CLIENT_TUNE.id)
+    assert [(c, f.message) for c, f in got] == [("Open", "Open without the client's Tune")]

@@ -28,7 +28,6 @@ from dissectors.amqp091.hotpath import cut_segment, hot_piece
 from dissectors.amqp091.lazy import add_computed, add_info
 from dissectors.amqp091.machines import (
     CHANNEL,
-    CHANNEL_ILLEGAL,
     CLOSE,
     CLOSE_OK,
     CLOSED,
@@ -40,7 +39,6 @@ from dissectors.amqp091.machines import (
     OPEN_M,
     OPEN_OK,
     channel_message,
-    hs_step,
 )
 from dissectors.amqp091.methods import BY_NAME, RESPONSE_CODES, Method
 from dissectors.amqp091.tracking import ACTIONS, Tracking
@@ -244,7 +242,7 @@ class Amqp091Connection(BaseConnection):
             findings.append(R.HEADER_REFUSED(f"the server answered with the {desc} protocol header: it does not "
                                              f"accept the client's version"))
             return frame
-        self.hs, f = hs_step(self.hs, "c2s", "ProtocolHeader")
+        self.hs, f = HANDSHAKE.step(self.hs, "c2s", "ProtocolHeader")
         if f is not None:
             findings.append(R.HANDSHAKE_ORDER("a second protocol header"))
         if not known:
@@ -260,9 +258,8 @@ class Amqp091Connection(BaseConnection):
     def _channel(self, d: str, ch: int, event: str, what: str, findings: list[Finding]) -> str:
         """Step channel ``ch``'s machine with ``event`` sent by ``d``; returns the state it was in."""
         state = self.chans.get(ch, OPEN if self.midstream else NEW)
-        nxt = CHANNEL.rows.get((state, d, event))
-        if nxt is None:
-            rule, nxt = CHANNEL_ILLEGAL[state, d, event]
+        nxt, rule = CHANNEL.judge(state, d, event)
+        if rule is not None:
             findings.append(rule(channel_message(rule, event, ch, state, what), command=what))
         if nxt != state or ch not in self.chans:
             self.chans[ch] = nxt
@@ -340,7 +337,7 @@ class Amqp091Connection(BaseConnection):
             return ""
         if code == M.CHANNEL_CLOSE_OK:
             state = self._channel(d, ch, CLOSE_OK, meth.name, findings)
-            if (state, d, CLOSE_OK) in CHANNEL.rows:
+            if CHANNEL.allowed(state, d, CLOSE_OK):
                 self._answer(d, ch, meth, frame)
             if self.chans[ch] == CLOSED:
                 self._forget_channel(ch)
@@ -408,7 +405,7 @@ class Amqp091Connection(BaseConnection):
         if code == M.CONNECTION_CLOSE:
             self.closed[d] = True
             self.silence.stopped = True  # silence is expected from now on
-            self.hs, _ = hs_step(self.hs, d, meth.name)
+            self.hs, _ = HANDSHAKE.step(self.hs, d, meth.name)
             quiet = False
             if d == "s2c":
                 # The server closes the connection: it answers nothing the client asked on any channel
@@ -440,7 +437,7 @@ class Amqp091Connection(BaseConnection):
             return
         if self.closed[d]:
             findings.append(R.CHANNEL_AFTER_CLOSE(f"{meth.name} after this side sent connection.close"))
-        nxt, f = hs_step(self.hs, d, meth.name)
+        nxt, f = HANDSHAKE.step(self.hs, d, meth.name)
         if f is not None and not self.midstream:
             findings.append(f)
         self.hs = nxt

@@ -1,14 +1,15 @@
 """The connection handshake and the channel lifecycle as transition tables (spec §2.2.4, §7.1, §7.3).
 
-Each table is the whole machine: the connection steps it and reports what it lacks,
+Each machine is the whole machine: the connection steps it and reports what it lacks,
 ``streamproto protocols`` prints it. The channel machine's illegal transitions are reported under
-several rules (a frame on a channel never opened, after its sender closed it, ...):
-:data:`CHANNEL_ILLEGAL` maps each one to its rule and to the state the channel is followed in.
+several rules (a frame on a channel never opened, after its sender closed it, ...): its
+``illegal`` maps each one to its rule and to the state the channel is followed in, and
+:func:`channel_message` words the finding.
 """
 
 from __future__ import annotations
 
-from analyzer.api import Finding, Rule
+from analyzer.api import Rule
 from dissectors.amqp091 import rules as R
 from dissectors.kit.machine import ANY, Machine
 
@@ -41,6 +42,9 @@ _HS = {
     ("closed", "c2s", "channel"): "closed",
     ("closed", "s2c", "channel"): "closed",
 }
+#: Handshake steps: event -> the state it leads to, where it is taken even out of order (the
+#: connection is followed as the peers see it, and the out-of-order step reported once).
+_HS_RECOVER = {(ANY, d, e): nxt for (s, d, e), nxt in _HS.items() if s not in (ANY, "open", "closed")}
 HANDSHAKE = Machine(
     "amqp091 connection", HS_START, _HS, R.HANDSHAKE_ORDER,
     ignore=frozenset({"Connection.CloseOk"}),  # judged by correlation (close-ok without close)
@@ -50,17 +54,8 @@ HANDSHAKE = Machine(
             "securing": "waiting for connection.secure or connection.tune",
             "secure_ok": "waiting for connection.secure-ok", "tune_ok": "waiting for connection.tune-ok",
             "connect": "waiting for connection.open", "open_ok": "waiting for connection.open-ok",
-            "open": "open", "closed": "closed"})
-#: Handshake steps: event -> the state it leads to, where it is taken even out of order (the
-#: connection is followed as the peers see it, and the out-of-order step reported once).
-HS_TARGET = {(d, e): nxt for (s, d, e), nxt in _HS.items() if s not in (ANY, "open", "closed")}
-
-
-def hs_step(state: str, direction: str, event: str) -> tuple[str, Finding | None]:
-    nxt, finding = HANDSHAKE.step(state, direction, event)
-    if finding is not None:
-        nxt = HS_TARGET.get((direction, event), state)
-    return nxt, finding
+            "open": "open", "closed": "closed"},
+    recover=_HS_RECOVER)
 
 
 # --------------------------------------------------------------------------------- channels
@@ -93,9 +88,6 @@ def _channel_rows() -> dict[tuple[str, str, str], str]:
     return rows
 
 
-CHANNEL = Machine("amqp091 channel", NEW, _channel_rows(), R.CHANNEL_NOT_OPEN, labels=LABELS)
-
-
 def _illegal() -> dict[tuple[str, str, str], tuple[Rule, str]]:
     out: dict[tuple[str, str, str], tuple[Rule, str]] = {}
     for d in D:
@@ -114,10 +106,9 @@ def _illegal() -> dict[tuple[str, str, str], tuple[Rule, str]]:
     return out
 
 
-#: (state, sender, event) -> (rule, state to follow the channel in), for every transition the table lacks.
-CHANNEL_ILLEGAL = _illegal()
-assert set(CHANNEL_ILLEGAL).isdisjoint(CHANNEL.rows) and \
-    len(CHANNEL_ILLEGAL) + len(CHANNEL.rows) == len(STATES) * len(D) * 5, "every transition is legal or mapped"
+CHANNEL = Machine("amqp091 channel", NEW, _channel_rows(), R.CHANNEL_NOT_OPEN, labels=LABELS, illegal=_illegal())
+# Every transition is legal or has its rule: the default rule (and staying put) is never used.
+assert len(CHANNEL.illegal) + len(CHANNEL.rows) == len(STATES) * len(D) * 5, "every transition is legal or mapped"
 
 
 def channel_message(rule: Rule, event: str, ch: int, state: str, what: str) -> str:

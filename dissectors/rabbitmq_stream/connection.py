@@ -30,7 +30,7 @@ from dissectors.rabbitmq_stream.dialects import (
     RESPONSE_BIT,
     plausible,
 )
-from dissectors.rabbitmq_stream.handshake import MACHINE, NOTED, RECOVER
+from dissectors.rabbitmq_stream.handshake import MACHINE, message
 from dissectors.rabbitmq_stream.layouts import RESPONSE_BIT as BIT
 from dissectors.rabbitmq_stream.layouts import Command
 from dissectors.rabbitmq_stream.track import CODED, REMEMBER, TRACK
@@ -334,14 +334,9 @@ class StreamConnection(Connection):
             event = name
         state = self.hs
         assert state is not None
-        nxt, finding = MACHINE.step(state, d, event)
-        if finding is not None:
-            frame.findings.append(finding)
-            nxt = RECOVER.get((state, d, event), state)
-        else:
-            noted = NOTED.get((state, d, event))
-            if noted is not None:
-                frame.findings.append(noted[0](noted[1], command=event))
+        nxt, rule = MACHINE.judge(state, d, event)
+        if rule is not None:
+            frame.findings.append(rule(message(rule, state, d, event), command=event))
         self.hs = nxt
 
 

@@ -7,12 +7,14 @@ SaslAuthenticate response and ``Tune`` from the client is its Tune (keyed as a r
 
 A server Tune that arrives before authentication succeeded is reported and remembered: the
 ``…+tuned`` states continue the client's steps without reporting the same mistake again. After
-any other out-of-order event the conversation is taken to be where that event leads
-(:data:`RECOVER`), so one mistake is one finding.
+any other out-of-order event the conversation is taken to be where that event leads (the
+machine's ``recover``), so one mistake is one finding. Open straight after the server's Tune is
+legal but noted (the machine's ``noted``), in words of its own (:func:`message`).
 """
 
 from __future__ import annotations
 
+from analyzer.api import Rule
 from dissectors.kit import Machine
 from dissectors.rabbitmq_stream import rules as R
 from dissectors.rabbitmq_stream.dialects import CURRENT, DRAFT
@@ -47,7 +49,7 @@ def _rows() -> dict[tuple[str, str, str], str]:
         ("authenticating", S, "SaslAuthenticateOk"): "authenticated",
         ("authenticated", S, "Tune"): "tuned",
         ("tuned", C, "Tune"): "client_tuned",
-        ("tuned", C, "Open"): "open",  # without the client's Tune: legal, noted (NOTED)
+        ("tuned", C, "Open"): "open",  # without the client's Tune: legal, noted
         ("client_tuned", C, "Open"): "open",
         ("open", C, "SaslAuthenticate"): "open",  # re-authentication
         ("open", S, "SaslAuthenticateOk"): "open",
@@ -65,24 +67,32 @@ def _rows() -> dict[tuple[str, str, str], str]:
     return rows
 
 
-def _recover() -> dict[tuple[str, str, str], str]:
+def _recover(rows: dict[tuple[str, str, str], str]) -> dict[tuple[str, str, str], str]:
     """Where an out-of-order event leaves the machine (absent: where it was)."""
     out: dict[tuple[str, str, str], str] = {}
     for state in ORDER + tuple(_tuned(s) for s in PRE_AUTH):
         base = _base(state)
         for event, target in TARGET.items():
-            if RANK[target] > RANK[base]:
+            # Only for steps the table lacks: a legal step simply goes where its row says.
+            if RANK[target] > RANK[base] and (state, C, event) not in rows:
                 out[(state, C, event)] = _tuned(target) if state != base and target in PRE_AUTH else target
         if state in PRE_AUTH:
             out[(state, S, "Tune")] = _tuned(state)
     return out
 
 
+_ROWS = _rows()
 MACHINE = Machine(
-    "handshake", "start", _rows(), R.HANDSHAKE_ORDER, ignore=frozenset({"Heartbeat", "Close"}),
+    "handshake", "start", _ROWS, R.HANDSHAKE_ORDER, ignore=frozenset({"Heartbeat", "Close"}),
     labels={s: s.replace("_", " ").replace("+tuned", " (server already tuned)") for s in
             ORDER + tuple(_tuned(s) for s in PRE_AUTH)},
+    recover=_recover(_ROWS),
+    noted={("tuned", C, "Open"): R.NO_CLIENT_TUNE},
 )
-RECOVER = _recover()
-#: Legal transitions that are still worth a note.
-NOTED = {("tuned", C, "Open"): (R.NO_CLIENT_TUNE, "Open without the client's Tune")}
+
+
+def message(rule: Rule, state: str, direction: str, event: str) -> str:
+    """The text of a finding the machine decided on: the machine's own, but for the note."""
+    if rule is R.NO_CLIENT_TUNE:
+        return "Open without the client's Tune"
+    return MACHINE.message(state, direction, event)
