@@ -84,6 +84,8 @@ CLOSED_KEEP = 4096
 #: default for TCP inactivity is the same 5 minutes). 0 or None: never.
 DEFAULT_IDLE_TIMEOUT = 300.0
 _SYN_FIN_RST = SYN | FIN | RST
+#: What a delivery that made nothing gives back (shared: no list per packet).
+_NOTHING: tuple[Event, ...] = ()
 _C2S, _S2C = Direction.C2S, Direction.S2C
 
 
@@ -263,11 +265,12 @@ class Analyzer:
                     return self._stream(conv, direction, events, ts)
                 # The common case, without _stream's generator.
                 if direction is _C2S:
-                    info.bytes_c2s += len(events[0].data)
+                    info.bytes_c2s += len(events[0][1])
                 else:
-                    info.bytes_s2c += len(events[0].data)
+                    info.bytes_s2c += len(events[0][1])
                 if conv.conn is not None:
-                    return self._deliver(conv, direction, events[0])
+                    offset, data, _, _ = events[0]  # the packet and time are this segment's
+                    return self._feed(conv, direction, offset, data, number, ts)
         return None
 
     def _fast_released(self, conv: Conversation, direction: Direction, side: Side, peer: list[Data | Gap | Note],
@@ -503,22 +506,32 @@ class Analyzer:
             if conv.conn is not None:
                 yield from self._deliver(conv, direction, ev)
 
-    def _deliver(self, conv: Conversation, direction: Direction, ev: Data | Gap) -> list[Event]:
-        """Hand stream bytes (or a hole) to the dissector; what it returns, stamped."""
+    def _deliver(self, conv: Conversation, direction: Direction, ev: Data | Gap) -> Sequence[Event]:
+        """Hand a stream event (bytes or a hole) to the dissector; what it returns, stamped."""
+        if type(ev) is Data:
+            return self._feed(conv, direction, ev.offset, ev.data, ev.packet, ev.ts)
+        return self._feed(conv, direction, ev.offset, None, ev.packet or 0, ev.ts, ev.length)
+
+    def _feed(self, conv: Conversation, direction: Direction, offset: int, data: bytes | None, packet: int,
+              ts: float, lost: int = 0) -> Sequence[Event]:
+        """Hand stream bytes at ``offset`` (or, with ``data`` None, a hole of ``lost`` bytes) to the
+        dissector; what it returns, stamped. The bytes come unpacked rather than as a :class:`Data`:
+        the fast path has them at hand and reading a named tuple's fields costs more."""
         conn = conv.conn
         assert conn is not None
         try:
-            if type(ev) is Data:
-                side = conv.side(direction)
+            if data is not None:
+                side = conv.c2s if direction is _C2S else conv.s2c
                 segs = side.segments
-                segs.append((ev.offset + len(ev.data), ev.packet, ev.ts))
+                segs.append((offset + len(data), packet, ts))
                 if len(segs) - side.head > 100_000:  # a dissector that never makes a frame
                     side.head += 1
                     side.consumed()
-                out = conn.feed(direction, ev.data, ev.ts)
+                out = conn.feed(direction, data, ts)
+                result = self._emit(conv, out, direction, offset, packet, ts) if out else _NOTHING
             else:
-                out = conn.gap(direction, ev.length, ev.ts)
-            result = self._emit(conv, out) if out else []
+                out = conn.gap(direction, lost, ts)
+                result = self._emit(conv, out) if out else _NOTHING
             if conv.timed:
                 # Bytes may have moved the deadline (an answer arrived, a heartbeat was seen).
                 dl = conn.deadline()
@@ -530,37 +543,61 @@ class Analyzer:
         except Exception as exc:  # a dissector bug must not end the whole analysis
             return [self._account(conv, _dissector_crash(conv, exc))]
 
-    def _emit(self, conv: Conversation, out: Iterable[Event]) -> list[Event]:
-        """Stamp a dissector's frames and findings with where they came from."""
+    def _emit(self, conv: Conversation, out: Iterable[Event], fed: Direction | None = None, fed_at: int = 0,
+              packet: int = 0, ts: float = 0.0) -> list[Event]:
+        """Stamp a dissector's frames and findings with where they came from; given back as the
+        dissector's own list when it made one (stamped in place: no copy).
+
+        ``fed``, ``fed_at``, ``packet``, ``ts``: the direction, stream offset, packet and time of
+        the bytes just fed (None after a hole, a tick or the end). A frame of that direction starting
+        at or after ``fed_at`` lies wholly in that one segment: it ends within the bytes fed so far,
+        and every earlier segment ends at or before ``fed_at``. So it takes that packet and time
+        without a look at the segment list, which ends up holding just that segment, as the
+        general path would leave it (it consumes the segments ending at or before a frame's start
+        and always keeps the last)."""
+        events = out if type(out) is list else list(out)
         info = conv.info
         c2s, s2c = conv.c2s, conv.s2c
         fid = info.id
         cid = info.community_id
         protocol = info.protocol or ""
-        result: list[Event] = []
+        here = (packet, packet)  # shared by the frames of this one segment
+        tidy = True
         n_frames = 0
-        for ev in out:
+        for ev in events:
             if isinstance(ev, Frame):
-                side = c2s if ev.direction == _C2S else s2c
-                segs = side.segments
+                d = ev.direction
                 start = ev.offset
-                # Segments ending before the frame are done with (Side.packets_for, inline).
-                h = side.head
-                n = len(segs)
-                while n - h > 1 and segs[h][0] <= start:
-                    h += 1
-                if h and 2 * h >= n:  # as Side.consumed
-                    del segs[:h]
-                    n -= h
-                    h = 0
-                side.head = h
-                if h < n and segs[h][0] >= start + ev.size:  # the frame lies in one segment
-                    _, last, ts = segs[h]
-                    ev.packets = (last, last)
+                if d is fed and start >= fed_at:
+                    side = c2s if d is _C2S else s2c
+                    if tidy:  # once per call: the later frames find it done
+                        tidy = False
+                        segs = side.segments
+                        if len(segs) > 1:
+                            del segs[:-1]
+                        side.head = 0
+                    last = packet
+                    ev.packets = here
+                    ev.ts = ts
                 else:
-                    first, last, ts = side.packets_for(start, start + ev.size)
-                    ev.packets = (first, last)
-                ev.ts = ts
+                    side = c2s if d == _C2S else s2c
+                    segs = side.segments
+                    # Segments ending before the frame are done with (Side.packets_for, inline).
+                    h = side.head
+                    n = len(segs)
+                    while n - h > 1 and segs[h][0] <= start:
+                        h += 1
+                    if h and 2 * h >= n:  # as Side.consumed
+                        del segs[:h]
+                        n -= h
+                        h = 0
+                    side.head = h
+                    if h < n and segs[h][0] >= start + ev.size:  # the frame lies in one segment
+                        _, last, ev.ts = segs[h]
+                        ev.packets = (last, last)
+                    else:
+                        first, last, ev.ts = side.packets_for(start, start + ev.size)
+                        ev.packets = (first, last)
                 ev.flow = fid
                 ev.community_id = cid
                 ev.file = None  # set when events are given back per file (_localised)
@@ -576,7 +613,6 @@ class Analyzer:
                 for f in ev.findings:
                     f.flow, f.frame, f.community_id = fid, last, cid
                     info.count(f.severity)
-                result.append(ev)
             else:
                 ev.flow = fid
                 ev.community_id = cid
@@ -586,9 +622,8 @@ class Analyzer:
                     ev.frame = related.packets[1] if isinstance(related, Frame) else related[2]
                     ev.related = None
                 info.count(ev.severity)
-                result.append(ev)
         info.frames += n_frames
-        return result
+        return events
 
     def _account(self, conv: Conversation, f: Finding) -> Finding:
         """Stamp an engine finding with its conversation and count it."""
