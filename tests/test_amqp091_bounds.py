@@ -7,6 +7,7 @@ cases at full size are in bench/hostile.py.
 from __future__ import annotations
 
 import gc
+import json
 import tracemalloc
 
 from hypothesis import given, settings
@@ -101,3 +102,48 @@ def test_ranges_behave_as_a_set(ops: list[tuple[str, int]]) -> None:
         assert flat == sorted(flat) and all(flat[i] < flat[i + 1] for i in range(len(flat) - 1))
         assert [v for i in range(0, len(flat), 2) for v in range(flat[i], flat[i + 1])] == sorted(model)
         assert len(r) == len(model) and all((v in r) == (v in model) for v in range(-1, 62))
+
+
+def _containers(obj: object, path: str = "conn") -> list[tuple[str, object]]:
+    """Every mutable container reachable from a connection's state (slots of its objects), by path."""
+    found: list[tuple[str, object]] = []
+    if isinstance(obj, (dict, list, set, bytearray)):
+        found.append((path, obj))
+        items = obj.items() if isinstance(obj, dict) else enumerate(obj) if not isinstance(obj, (set, bytearray)) else ()
+        for k, v in items:
+            found += _containers(v, f"{path}[{k!r}]")
+    elif isinstance(obj, tuple):
+        for i, v in enumerate(obj):
+            found += _containers(v, f"{path}[{i}]")
+    elif hasattr(type(obj), "_plain_name"):
+        for klass in type(obj).__mro__:
+            for name in getattr(klass, "__slots__", ()):
+                if hasattr(obj, name):
+                    found += _containers(getattr(obj, name), f"{path}.{name}")
+    return found
+
+
+def test_an_established_connection_keeps_no_empty_tables() -> None:
+    """After the handshake and one channel open (the idle connection of the 100,000-connection
+    hostile case), nothing is allocated for what is not happening: no empty dict, list or buffer, no
+    content sequencing, tracking, heartbeat timer or outstanding-request table, and one Side object
+    per direction that is the framer itself."""
+    conn = Amqp091Dissector().connection(False)
+    for d, data, ts in E.Script().handshake().open_channel(1).steps:
+        list(conn.feed(d, data, ts))
+    empty = [path for path, c in _containers(conn) if not c]
+    assert empty == []
+    assert conn.chans == {1: "open"} and conn.tracks is None and conn.silence is None
+    assert conn.content_c2s is None and conn.content_s2c is None
+    assert conn.corr.c2s is None and conn.corr.s2c is None and conn.corr.outstanding(C2S) == 0
+    assert conn.side_c2s.queue._buf is None and conn.side_s2c.queue._buf is None
+    # A message split over segments creates the direction's content sequencing; a channel close
+    # that leaves it empty lets it go again, and the snapshot round trip keeps the compact form.
+    list(conn.feed(C2S, E.method("Basic.Publish", 1), 1.0))
+    assert conn.content_c2s is not None and conn.content_s2c is None
+    list(conn.feed(C2S, E.content_header(1, 0), 1.1))
+    list(conn.feed(C2S, E.method("Channel.Close", 1, reply_code=200, reply_text="bye"), 1.2))
+    list(conn.feed(S2C, E.method("Channel.CloseOk", 1), 1.3))
+    assert conn.content_c2s is None and conn.tracks is None and conn.corr.c2s is None
+    again = Amqp091Dissector().resume(json.loads(json.dumps(conn.snapshot())))
+    assert [path for path, c in _containers(again) if not c] == []

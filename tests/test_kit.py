@@ -290,3 +290,42 @@ def test_machine_describe_prints_the_whole_machine():
         "  *        s2c  OpenOk                       !> open  (proto.handshake.order)",
     ]
     assert not any("illegal," in line for line in HANDSHAKE.describe())  # nothing beyond the rows
+
+
+def test_kit_objects_hold_no_tables_while_idle():
+    """Every connection has these objects (100,000 idle connections is a hostile case): a direction
+    with nothing outstanding, no heartbeat and nothing buffered holds no dict, list or bytearray."""
+
+    def containers(obj):
+        return [n for k in type(obj).__mro__ for n in getattr(k, "__slots__", ())
+                if isinstance(getattr(obj, n, None), (dict, list, bytearray))]
+
+    c = kit.Correlator.in_order()
+    assert containers(c) == [] and c.outstanding(C2S) == 0 and c.out == {"c2s": {}, "s2c": {}}
+    c.request(C2S, 1, "a", None, 0.0)
+    c.request(C2S, 2, "b", None, 0.0)
+    assert containers(c) == ["c2s"] and c.count == {"c2s": 2, "s2c": 0}
+    c.response(S2C, 1)
+    c.forget(C2S, 2)
+    assert containers(c) == []  # answered or forgotten: the table is let go
+    b = kit.Correlator.by_id(limit=1)
+    b.request(S2C, 1, "a", None, 0.0)
+    b.request(S2C, 2, "b", None, 0.0, limit_rule=LIMIT)
+    b.response(C2S, 2)
+    assert b.outstanding(S2C) == 0 and b.overflowed == {"c2s": False, "s2c": True}  # still remembered
+    assert roundtrip(b).overflowed["s2c"] and b.out["s2c"] == {}
+
+    s = kit.Silence()
+    assert containers(s) == [] and s.last == {"c2s": None, "s2c": None} and not any(s.reported.values())
+
+    q = kit.ByteQueue()
+    assert containers(q) == [] and len(q) == 0
+    q.append(b"abcd")
+    assert [p.data for p in q.cut(lambda buf, pos: 2 if len(buf) - pos >= 2 else 0, lambda buf, pos: (pos, True))] \
+        == [b"ab", b"cd"]
+    assert containers(q) == [] and q.offset == 4  # fully read: the buffer is let go
+    q.append(b"e")
+    assert list(q.cut(lambda buf, pos: 2 if len(buf) - pos >= 2 else 0, lambda buf, pos: (pos, True))) == []
+    assert containers(q) == ["_buf"] and q.lost(3) == 1 and containers(q) == [] and q.offset == 8
+    f = kit.Framer("c2s")
+    assert containers(f) == [] and containers(f.queue) == []

@@ -12,6 +12,7 @@ The whole state is plain data: :meth:`snapshot` returns it, ``Amqp091Dissector.r
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 from typing import Any
 
@@ -61,6 +62,11 @@ DEFAULT_LIMITS = {
 
 @plain_state
 class Amqp091Connection(BaseConnection):
+    # Slots, and per-direction pairs as two attributes each: 100,000 idle connections must fit in
+    # a few hundred MB, so an established connection's state is kept to about a kilobyte.
+    __slots__ = ("midstream", "hot", "limits", "dialect", "foreign", "ts", "side_c2s", "side_s2c", "hs", "closed",
+                 "tuned", "frame_max", "channel_max", "heartbeat", "server_tune", "mechanisms", "frame_min", "limit",
+                 "chans", "tracks", "content_c2s", "content_s2c", "corr", "silence", "over", "_quiet")
     TRANSIENT = ("_quiet",)
 
     def __init__(self, midstream: bool = False, hot: bool = True, limits: dict[str, int] | None = None) -> None:
@@ -73,27 +79,34 @@ class Amqp091Connection(BaseConnection):
         self.ts = 0.0  # capture time of the bytes being decoded
         cap = MIDSTREAM_CAP if midstream else PRE_TUNE_CAP  # frames larger than this are junk
         # Keyed by the Direction members themselves: the hot path looks them up by identity.
-        self.sides = {C2S: Side("c2s", not midstream, cap), S2C: Side("s2c", not midstream, cap)}
+        self.side_c2s = Side("c2s", not midstream, cap)
+        self.side_s2c = Side("s2c", not midstream, cap)
         self.hs = HS_DONE if midstream else HANDSHAKE.start
-        self.closed = {C2S: False, S2C: False}  # this side sent connection.close
+        self.closed: tuple[str, ...] = ()  # the sides that sent connection.close
         self.tuned = False
         self.frame_max = 0
         self.channel_max = 0
         self.heartbeat = 0
-        self.server_tune: list[int] | None = None
-        self.mechanisms: list[str] | None = None
+        self.server_tune: tuple[int, int, int] | None = None  # the server's (channel-max, frame-max, heartbeat)
+        self.mechanisms: str | None = None  # the server's offer, as sent (space-separated)
         # Largest conformant frame now (0 = no limit): frame-min-size until tune-ok, then frame-max.
         self.frame_min = FRAME_MIN_SIZE  # raised by the broker's Connection.Start (RabbitMQ 4.1+)
         self.limit = 0 if midstream else FRAME_MIN_SIZE
-        #: channel -> its state in the CHANNEL machine (absent: never seen, i.e. new, or open midstream).
-        self.chans: dict[int, str] = {}
-        #: channel -> its delivery/confirm tracking, for channels that need one.
-        self.tracks: dict[int, Tracking] = {}
-        self.content = {C2S: ContentSide(), S2C: ContentSide()}
+        #: channel -> its state in the CHANNEL machine (absent: never seen, i.e. new, or open midstream);
+        #: None until the first channel frame.
+        self.chans: dict[int, str] | None = None
+        #: channel -> its delivery/confirm tracking, for channels that need one; None when none does.
+        self.tracks: dict[int, Tracking] | None = None
+        #: Content sequencing per direction, created by the first content-bearing method of that
+        #: direction (see content_of) and let go when a channel close or a gap leaves it empty.
+        self.content_c2s: ContentSide | None = None
+        self.content_s2c: ContentSide | None = None
         #: Synchronous requests per channel, answered in order: [method name, frame ref, ts, quiet].
         self.corr = Correlator.in_order(self.limits["requests"])
-        self.silence = Silence()
-        self.over: list[str] = []  # limits already reported
+        #: Heartbeat silence; None until heartbeats are negotiated (most connections never do) or
+        #: the connection closes.
+        self.silence: Silence | None = None
+        self.over: tuple[str, ...] = ()  # limits already reported
         self._rebuild()
 
     def _rebuild(self) -> None:
@@ -102,6 +115,35 @@ class Amqp091Connection(BaseConnection):
     def snapshot(self) -> dict[str, Any]:
         return kit_snapshot(self)
 
+    # Views of the per-direction pairs, for readers (tests, diagnostics): built on each call.
+    @property
+    def sides(self) -> dict[Direction, Side]:
+        return {C2S: self.side_c2s, S2C: self.side_s2c}
+
+    @property
+    def content(self) -> dict[Direction, ContentSide | None]:
+        return {C2S: self.content_c2s, S2C: self.content_s2c}
+
+    def content_of(self, d: str) -> ContentSide:
+        """The content sequencing of direction ``d``, created on first use."""
+        if d == "c2s":
+            c = self.content_c2s
+            if c is None:
+                c = self.content_c2s = ContentSide()
+        else:
+            c = self.content_s2c
+            if c is None:
+                c = self.content_s2c = ContentSide()
+        return c
+
+    def _let_go_content(self, d: str) -> None:
+        """Drop direction ``d``'s content sequencing when nothing is in flight on any channel."""
+        if d == "c2s":
+            if self.content_c2s is not None and self.content_c2s.empty():
+                self.content_c2s = None
+        elif self.content_s2c is not None and self.content_s2c.empty():
+            self.content_s2c = None
+
     # ------------------------------------------------------------------ the sans-IO interface
     def feed(self, direction: Direction, data: bytes, ts: float) -> Iterable[Event]:
         if self.foreign:
@@ -109,11 +151,13 @@ class Amqp091Connection(BaseConnection):
         self.ts = ts
         out: list[Event] = []
         silence = self.silence
-        if silence.interval:
+        if silence is not None and silence.interval:
             if not silence.stopped:
                 out.extend(silence.due(ts, R.HEARTBEAT_SILENCE))  # when no tick came in time
             silence.seen(direction, ts)
-        side = self.sides[direction]
+        if direction is not C2S and direction is not S2C:
+            direction = Direction(direction)  # a plain "c2s"/"s2c": the paths below compare by identity
+        side = self.side_c2s if direction is C2S else self.side_s2c
         if side.direct and self.hot:
             # Nothing buffered: whole frames are cut straight from this segment without copying it
             # into the queue; only a trailing partial frame is queued.
@@ -124,11 +168,11 @@ class Amqp091Connection(BaseConnection):
                 # The queue (empty) never held these bytes: move its stream offset past them. A side is
                 # direct only after the framer cut a frame since the start or the last gap, so the
                 # framer's seen_frame/after_gap are already right.
-                side.framer.queue.skip(pos)
+                side.queue.skip(pos)
             if pos == len(data):
                 return out
             data = data[pos:]
-        for piece in side.framer.cut(data, side.measure, side.resync, R.FRAMING_RESYNC):
+        for piece in side.cut(data, side.measure, side.resync, R.FRAMING_RESYNC):
             if type(piece) is Finding:
                 out.append(piece)
                 continue
@@ -141,34 +185,40 @@ class Amqp091Connection(BaseConnection):
         return out
 
     def gap(self, direction: Direction, length: int, ts: float) -> Iterable[Event]:
-        side = self.sides[direction]
-        side.framer.lost(length)
+        side = self.side_c2s if direction == "c2s" else self.side_s2c
+        side.lost(length)
         side.header_possible = False
         side.direct = False
-        self.content[direction].clear()  # whatever was half-received on any channel is lost with the hole
+        # Whatever was half-received on any channel is lost with the hole.
+        if direction == "c2s":
+            self.content_c2s = None
+        else:
+            self.content_s2c = None
         return ()
 
     def tick(self, ts: float) -> Iterable[Event]:
-        return self.silence.due(ts, R.HEARTBEAT_SILENCE)
+        return self.silence.due(ts, R.HEARTBEAT_SILENCE) if self.silence is not None else ()
 
     def deadline(self) -> float | None:
-        return self.silence.deadline()
+        return self.silence.deadline() if self.silence is not None else None
 
     def end(self, ts: float) -> Iterable[Event]:
         out: list[Event] = []
         if self.foreign:
             return out
-        for side in self.sides.values():
-            out.extend(side.framer.end(R.FRAMING_RESYNC, R.FRAMING_INCOMPLETE))
+        for side in (self.side_c2s, self.side_s2c):
+            out.extend(side.end(R.FRAMING_RESYNC, R.FRAMING_INCOMPLETE))
         if not self.midstream:
             f = HANDSHAKE.at_end(self.hs, "the connection")
             if f is not None:
                 out.append(f)
-        out.extend(self.silence.due(ts, R.HEARTBEAT_SILENCE))
+        if self.silence is not None:
+            out.extend(self.silence.due(ts, R.HEARTBEAT_SILENCE))
         out.extend(self.corr.unanswered(R.UNANSWERED, _unanswered))
-        for d in ("c2s", "s2c"):
-            out.extend(self.content[d].incomplete())
-        for ch, tr in self.tracks.items():
+        for content in (self.content_c2s, self.content_s2c):
+            if content is not None:
+                out.extend(content.incomplete())
+        for ch, tr in (self.tracks or {}).items():
             n = len(tr.unconfirmed)
             if n:
                 out.append(R.CONFIRM_MISSING(f"{'publish' if n == 1 else f'{n} publishes'} {tr.unconfirmed.text()} on "
@@ -222,11 +272,13 @@ class Amqp091Connection(BaseConnection):
         elif ftype == 2:
             frame, head = decode.content_header(d, data, ch, size, offset, findings)
             if head is not None and self._content_channel(d, ch, "content header", findings):
-                self.content[d].on_header(ch, frame, head, findings)  # type: ignore[arg-type]
+                self.content_of(d).on_header(ch, frame, head, findings)  # type: ignore[arg-type]
+                self._let_go_content(d)
         elif ftype == 3:
             frame = decode.content_body(d, data, offset, findings)
             if self._content_channel(d, ch, "content body", findings):
-                self.content[d].on_body(ch, frame, data, size, findings)  # type: ignore[arg-type]
+                self.content_of(d).on_body(ch, frame, data, size, findings)  # type: ignore[arg-type]
+                self._let_go_content(d)
         elif ftype == 8:
             frame = decode.heartbeat(d, data, ch, size, offset, findings)
         else:
@@ -257,12 +309,15 @@ class Amqp091Connection(BaseConnection):
     # ------------------------------------------------------------------ channels
     def _channel(self, d: str, ch: int, event: str, what: str, findings: list[Finding]) -> str:
         """Step channel ``ch``'s machine with ``event`` sent by ``d``; returns the state it was in."""
-        state = self.chans.get(ch, OPEN if self.midstream else NEW)
+        chans = self.chans
+        if chans is None:
+            chans = self.chans = {}
+        state = chans.get(ch, OPEN if self.midstream else NEW)
         nxt, rule = CHANNEL.judge(state, d, event)
         if rule is not None:
             findings.append(rule(channel_message(rule, event, ch, state, what), command=what))
-        if nxt != state or ch not in self.chans:
-            self.chans[ch] = nxt
+        if nxt != state or ch not in chans:
+            chans[ch] = nxt
         return state
 
     def _content_channel(self, d: str, ch: int, what: str, findings: list[Finding]) -> bool:
@@ -277,18 +332,33 @@ class Amqp091Connection(BaseConnection):
         """Channel ``ch`` closed both ways or opened anew: what was outstanding on it is gone."""
         for d in ("c2s", "s2c"):
             self.corr.forget(d, ch)
-            self.content[d].drop(ch)
-        self.tracks.pop(ch, None)
+            content = self.content_c2s if d == "c2s" else self.content_s2c
+            if content is not None:
+                content.drop(ch)
+                self._let_go_content(d)
+        tracks = self.tracks
+        if tracks is not None:
+            tracks.pop(ch, None)
+            if not tracks:
+                self.tracks = None
+
+    def _silence(self) -> Silence:
+        if self.silence is None:
+            self.silence = Silence()
+        return self.silence
 
     def track(self, ch: int) -> Tracking:
-        tr = self.tracks.get(ch)
+        tracks = self.tracks
+        if tracks is None:
+            tracks = self.tracks = {}
+        tr = tracks.get(ch)
         if tr is None:
-            tr = self.tracks[ch] = Tracking()
+            tr = tracks[ch] = Tracking()
         return tr
 
     def over_limit(self, frame: Frame, table: str, message: str) -> None:
         if table not in self.over:
-            self.over.append(table)
+            self.over += (table,)
             frame.findings.append(R.LIMIT_EXCEEDED(message))
 
     # ------------------------------------------------------------------ methods
@@ -315,15 +385,17 @@ class Amqp091Connection(BaseConnection):
         if not HANDSHAKE.allowed(self.hs, d, "channel"):
             findings.append(R.HANDSHAKE_ORDER(f"{meth.name} on channel {ch} before the connection is open "
                                               f"({HANDSHAKE.labels[self.hs]})"))
-        if self.closed[d]:
+        if d in self.closed:
             findings.append(R.CHANNEL_AFTER_CLOSE(f"{meth.name} after this side sent connection.close"))
         if code == M.CHANNEL_OPEN:
             self._channel(d, ch, OPEN_M, meth.name, findings)
             self._forget_channel(ch)
             self._request(d, ch, meth, values, frame)
             return ""
-        self.content[d].on_method(ch, meth.name, meth.content, meth.class_id,
-                                  frame.anchor() if meth.content else None, findings)
+        content = self.content_c2s if d == "c2s" else self.content_s2c
+        if content is not None or meth.content:  # without sequencing state, only a content method matters
+            (content or self.content_of(d)).on_method(ch, meth.name, meth.content, meth.class_id,
+                                                      frame.anchor() if meth.content else None, findings)
         if code == M.CHANNEL_OPEN_OK:
             self._answer(d, ch, meth, frame)
             self._channel(d, ch, OPEN_OK, meth.name, findings)
@@ -369,7 +441,7 @@ class Amqp091Connection(BaseConnection):
             corr.response(d, ch)
             dt = self.ts - entry[2]
             add_computed(frame, "response_time", dt, f"{dt:.6f} s after {entry[0]}")
-        elif corr.overflowed[_OTHER[d]]:
+        elif corr.forgot(_OTHER[d]):
             return  # the oldest requests were forgotten: no telling
         elif entry is None:
             frame.findings.append(R.UNKNOWN_RESPONSE(f"{meth.name} answers no outstanding request"
@@ -403,8 +475,9 @@ class Amqp091Connection(BaseConnection):
         code = meth.code
         findings = frame.findings
         if code == M.CONNECTION_CLOSE:
-            self.closed[d] = True
-            self.silence.stopped = True  # silence is expected from now on
+            if d not in self.closed:
+                self.closed += (str(d),)
+            self._silence().stopped = True  # silence is expected from now on
             self.hs, _ = HANDSHAKE.step(self.hs, d, meth.name)
             quiet = False
             if d == "s2c":
@@ -417,13 +490,13 @@ class Amqp091Connection(BaseConnection):
                     # (RabbitMQ does on a refused login), and confirms nothing more. Its close going
                     # unanswered and the publishes left unconfirmed are that same event, reported once.
                     quiet = True
-                    for tr in self.tracks.values():
+                    for tr in (self.tracks or {}).values():
                         tr.unconfirmed.clear()
             self._request(d, 0, meth, values, frame, quiet)
             return
         if code == M.CONNECTION_CLOSE_OK:
             o = _OTHER[d]
-            if not self.closed[o]:
+            if o not in self.closed:
                 findings.append(R.CHANNEL_CLOSE_OK("connection.close-ok but the peer did not send "
                                                    "connection.close"))
             elif self.corr.peek(d, 0) is not None:
@@ -431,11 +504,11 @@ class Amqp091Connection(BaseConnection):
             # The connection is gone: only a close of this side crossing the peer's still waits.
             self.corr.drop(o, lambda _k, _e: False)
             self.corr.drop(d, lambda key, e: key == 0 and e[0] == "Connection.Close")
-            for tr in self.tracks.values():
+            for tr in (self.tracks or {}).values():
                 tr.unconfirmed.clear()
-            self.silence.stopped = True
+            self._silence().stopped = True
             return
-        if self.closed[d]:
+        if d in self.closed:
             findings.append(R.CHANNEL_AFTER_CLOSE(f"{meth.name} after this side sent connection.close"))
         nxt, f = HANDSHAKE.step(self.hs, d, meth.name)
         if f is not None and not self.midstream:
@@ -448,7 +521,8 @@ class Amqp091Connection(BaseConnection):
         if code == M.CONNECTION_START:
             mech = values.get("mechanisms")
             if isinstance(mech, str):
-                self.mechanisms = mech.split()
+                # Interned: every connection to the same broker gets the same offer, kept once.
+                self.mechanisms = sys.intern(mech)
             props: Field | None = next((f for f in frame.fields if f.name == "server_properties"), None)
             self.frame_min = decode.broker_frame_min(props)
             if not self.tuned and self.limit:
@@ -457,15 +531,16 @@ class Amqp091Connection(BaseConnection):
                 self.dialect = "0-9-1"
         elif code == M.CONNECTION_START_OK:
             mech = values.get("mechanism")
-            if self.mechanisms is not None and mech not in self.mechanisms:
+            offered = self.mechanisms.split() if self.mechanisms is not None else None
+            if offered is not None and mech not in offered:
                 findings.append(R.HANDSHAKE_MECHANISM(f"mechanism {mech!r} is not one of the offered "
-                                                      f"{' '.join(self.mechanisms)!r}"))
+                                                      f"{' '.join(offered)!r}"))
         elif code == M.CONNECTION_TUNE:
-            self.server_tune = [values.get("channel_max", 0), values.get("frame_max", 0), values.get("heartbeat", 0)]
+            self.server_tune = (values.get("channel_max", 0), values.get("frame_max", 0), values.get("heartbeat", 0))
         elif code == M.CONNECTION_TUNE_OK:
             self._tune_ok(values, findings)
         elif code == M.CONNECTION_OPEN_OK and self.heartbeat:
-            self.silence.start(self.heartbeat, self.ts)
+            self._silence().start(self.heartbeat, self.ts)
 
     def _tune_ok(self, values: dict[str, Any], findings: list[Finding]) -> None:
         ch_c, fm_c, hb_c = values.get("channel_max", 0), values.get("frame_max", 0), values.get("heartbeat", 0)
@@ -484,8 +559,7 @@ class Amqp091Connection(BaseConnection):
         self.channel_max, self.frame_max, self.heartbeat = ch_c, fm_c, hb_c
         self.limit = fm_c
         cap = max(fm_c * 4, PRE_TUNE_CAP) if fm_c else UNLIMITED_CAP
-        for side in self.sides.values():
-            side.cap = cap
+        self.side_c2s.cap = self.side_s2c.cap = cap
 
 
 def _unanswered(d: str, ch: Any, entry: list) -> str | None:

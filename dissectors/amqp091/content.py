@@ -3,7 +3,8 @@ followed by exactly one content header, then body frames until the header's body
 
 The header stage is kept here (``awaiting``); the body stage is the kit's :class:`Sequencer`, so
 "a message stopped short" is the same mechanism as in every protocol. A channel with no message in
-flight costs nothing. The bytes kept for display (``kept``) are a bounded prefix of the body.
+flight costs nothing, and a direction with none in flight on any channel has no
+:class:`ContentSide` at all (the connection creates it on the first content-bearing method). The bytes kept for display (``kept``) are a bounded prefix of the body.
 """
 
 from __future__ import annotations
@@ -38,6 +39,10 @@ class ContentSide:
 
     def idle(self, ch: int) -> bool:
         return ch not in self.awaiting and ch not in self.seq.open
+
+    def empty(self) -> bool:
+        """No message in flight on any channel: the connection may let this side go."""
+        return not self.awaiting and not self.seq.open
 
     def on_method(self, ch: int, name: str, content: bool, class_id: int, ref: FrameRef | None,
                   findings: list[Finding]) -> None:

@@ -24,23 +24,23 @@ MIDSTREAM_CAP = 16 << 20
 
 
 @plain_state
-class Side:
-    """One direction: the kit's framer, whether a protocol header may still come, and the largest
+class Side(Framer):
+    """One direction: the kit's framer (this object itself, rather than one more object per
+    direction of every connection), whether a protocol header may still come, and the largest
     frame believed (``cap``: frame-max allows, else junk)."""
 
-    __slots__ = ("framer", "header_possible", "direct", "cap")
+    __slots__ = ("header_possible", "direct", "cap")
 
     def __init__(self, label: str, synced: bool, cap: int) -> None:
-        self.framer = Framer(label, synced)
+        super().__init__(label, synced)
         self.header_possible = synced
         # Nothing buffered, in sync, no header or junk pending: segments are framed in place.
         self.direct = False
         self.cap = cap
 
     def update_direct(self) -> None:
-        f = self.framer
-        q = f.queue
-        self.direct = not len(q) and q.synced and not self.header_possible and f.junk_at < 0
+        q = self.queue
+        self.direct = not len(q) and q.synced and not self.header_possible and self.junk_at < 0
 
     def measure(self, buf: memoryview, pos: int) -> int:
         """The kit's ``measure``: the length of the frame at ``pos``, 0 to wait, -1 for junk."""
@@ -54,7 +54,7 @@ class Side:
             return 0
         ftype, _ch, size = _HDR.unpack_from(buf, pos)
         if size > self.cap:
-            self.framer.reason = f"a frame header claims {size} payload bytes, more than plausible"
+            self.reason = f"a frame header claims {size} payload bytes, more than plausible"
             return -1
         if ftype in KNOWN_TYPES:
             return size + 8
@@ -62,7 +62,7 @@ class Side:
         if avail < size + 8:
             return 0
         if buf[pos + size + 7] != FRAME_END:
-            self.framer.reason = f"frame type {ftype} is unknown and no frame-end follows its payload"
+            self.reason = f"frame type {ftype} is unknown and no frame-end follows its payload"
             return -1
         return size + 8
 

@@ -36,13 +36,16 @@ from dissectors.amqp091.tracking import ACTIONS
 if TYPE_CHECKING:
     from dissectors.amqp091.connection import Amqp091Connection
 
+# ``d`` is always a Direction member here (Amqp091Connection.feed makes sure): compared by identity.
+C2S = Direction.C2S
+
 
 def cut_segment(conn: Amqp091Connection, d: Direction, side: Side, data: bytes, out: list[Event]) -> int:
     """Frame whole frames straight from ``data`` (nothing is queued on this side) into ``out``;
     returns how many bytes were used (a trailing partial frame is left for the queue)."""
     pos = 0
     n = len(data)
-    base = side.framer.queue.offset
+    base = side.queue.offset
     cap = side.cap
     unpack = HDR.unpack_from
     quiet_size, quiet_ch = conn._quiet
@@ -82,13 +85,14 @@ def _hot_method(conn: Amqp091Connection, d: Direction, data: bytes, pos: int, st
                 base: int, out: list[Event]) -> int:
     """A hot method from its allowed sender on an open channel of an open connection, with no
     content due: none of the general path's checks can fire, only its action runs."""
-    if size < 4 or ch == 0 or conn.hs != HS_DONE or conn.closed[d]:
+    if size < 4 or ch == 0 or conn.hs != HS_DONE or d in conn.closed:
         return 0
     hot = _HOT_METHODS[d].get(IDS.unpack_from(data, pos + 7))
-    if hot is None or conn.chans.get(ch) != OPEN:
+    chans = conn.chans
+    if hot is None or chans is None or chans.get(ch) != OPEN:
         return 0
-    content = conn.content[d]
-    if ch in content.awaiting or ch in content.body:
+    content = conn.content_c2s if d is C2S else conn.content_s2c
+    if content is not None and (ch in content.awaiting or ch in content.body):
         return 0
     meth, validate, act = hot
     raw = data[pos:stop]
@@ -101,9 +105,12 @@ def _hot_method(conn: Amqp091Connection, d: Direction, data: bytes, pos: int, st
     if extra:
         frame._info_extra = extra
     if meth.content:
-        after = _hot_content(d, meth, data, stop, ch, base, conn._quiet[0], conn.sides[d].cap, out)
+        side = conn.side_c2s if d is C2S else conn.side_s2c
+        after = _hot_content(d, meth, data, stop, ch, base, conn._quiet[0], side.cap, out)
         if after:
             return after
+        if content is None:
+            content = conn.content_of(d)
         content.awaiting[ch] = [meth.name, meth.class_id, frame.anchor()]
     return stop
 
@@ -155,9 +162,12 @@ def _hot_content(d: Direction, meth: Method, data: bytes, pos: int, ch: int, bas
 def _hot_header(conn: Amqp091Connection, d: Direction, data: bytes, pos: int, stop: int, ch: int, size: int,
                 base: int, out: list[Event]) -> int:
     """The content header a content-bearing method announced, with sound properties."""
-    if ch == 0 or size < 14 or conn.chans.get(ch) != OPEN:
+    chans = conn.chans
+    if ch == 0 or size < 14 or chans is None or chans.get(ch) != OPEN:
         return 0
-    content = conn.content[d]
+    content = conn.content_c2s if d is C2S else conn.content_s2c
+    if content is None:
+        return 0
     due = content.awaiting.get(ch)
     if due is None:
         return 0
@@ -181,9 +191,12 @@ def _hot_header(conn: Amqp091Connection, d: Direction, data: bytes, pos: int, st
 def _hot_body(conn: Amqp091Connection, d: Direction, data: bytes, pos: int, stop: int, ch: int, size: int,
               base: int, out: list[Event]) -> int:
     """A body frame that does not overrun the size its content header announced."""
-    if ch == 0 or conn.chans.get(ch) != OPEN:
+    chans = conn.chans
+    if ch == 0 or chans is None or chans.get(ch) != OPEN:
         return 0
-    content = conn.content[d]
+    content = conn.content_c2s if d is C2S else conn.content_s2c
+    if content is None:
+        return 0
     entry = content.body.get(ch)
     if entry is None or entry[2] + size > entry[1]:
         return 0

@@ -167,7 +167,7 @@ _DELIVER = M.BASIC_DELIVER
 # path alike); each returns text for the Info line.
 
 def publish(conn: Amqp091Connection, d: str, ch: int, meth: Method, values: dict[str, Any], frame: Frame) -> str:
-    tr = conn.tracks.get(ch)
+    tr = conn.tracks.get(ch) if conn.tracks else None
     if tr is None or not tr.confirm:
         return ""
     tr.publish_seq += 1
@@ -190,7 +190,10 @@ def publish(conn: Amqp091Connection, d: str, ch: int, meth: Method, values: dict
 
 
 def deliver(conn: Amqp091Connection, d: str, ch: int, meth: Method, values: dict[str, Any], frame: Frame) -> str:
-    tr = conn.tracks.get(ch) or conn.track(ch)
+    tracks = conn.tracks
+    tr = tracks.get(ch) if tracks else None
+    if tr is None:
+        tr = conn.track(ch)
     tag = values.get("delivery_tag")
     noack = False
     if meth.code == _DELIVER:
@@ -236,7 +239,7 @@ def consume(conn: Amqp091Connection, d: str, ch: int, meth: Method, values: dict
 
 
 def consume_ok(conn: Amqp091Connection, d: str, ch: int, meth: Method, values: dict[str, Any], frame: Frame) -> str:
-    tr = conn.tracks.get(ch)
+    tr = conn.tracks.get(ch) if conn.tracks else None
     if tr is not None and tr.noack_consume and tr.noack_consume.pop(0):
         _add_consumer(conn, frame, ch, tr, values.get("consumer_tag") or "")
     return ""
@@ -274,7 +277,7 @@ def select_mode(conn: Amqp091Connection, d: str, ch: int, meth: Method, values: 
 
 
 def get_empty(conn: Amqp091Connection, d: str, ch: int, meth: Method, values: dict[str, Any], frame: Frame) -> str:
-    tr = conn.tracks.get(ch)
+    tr = conn.tracks.get(ch) if conn.tracks else None
     if tr is not None and tr.noack_get:  # the pending get's no-ack flag is used up
         tr.noack_get.pop(0)
     return ""
@@ -285,7 +288,7 @@ def settle(conn: Amqp091Connection, d: str, ch: int, meth: Method, values: dict[
     multiple = bool(values.get("multiple"))
     if not isinstance(tag, int):
         return ""
-    tr = conn.tracks.get(ch)
+    tr = conn.tracks.get(ch) if conn.tracks else None
     if d == "c2s":
         if tr is None:
             tr = conn.track(ch)

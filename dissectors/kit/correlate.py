@@ -1,7 +1,7 @@
 """Pairing requests with responses: by id (RabbitMQ Stream's correlation ids) or strictly in order
 (Iggy; AMQP 0-9-1 synchronous methods per channel).
 
-State is plain data: per requesting direction, a map from key to the outstanding request (by id)
+State is plain data: per requesting direction (None while nothing is outstanding), a map from key to the outstanding request (by id)
 or to a queue of them (in order: a list whose first element is the index of the oldest entry, so
 that taking the oldest is O(1) without a deque, which JSON has no form for), each
 ``[name, ref, ts, extra]`` where ``ref`` is a :class:`~analyzer.api.FrameRef` (never the frame) and
@@ -28,15 +28,17 @@ Pending = list  # [name, ref, ts, extra]
 class Correlator:
     """``Correlator.by_id()`` or ``Correlator.in_order()``; one per connection."""
 
-    __slots__ = ("ordered", "limit", "out", "count", "overflowed")
+    # Per requesting direction, ``[table, count, overflowed]`` or None: most connections have
+    # nothing outstanding most of the time (100,000 idle connections are a hostile case), so a
+    # direction with no request outstanding that never overflowed holds no table at all.
+    __slots__ = ("ordered", "limit", "c2s", "s2c")
 
     def __init__(self, ordered: bool, limit: int = DEFAULT_LIMIT) -> None:
         self.ordered = ordered
         self.limit = limit
-        # requesting direction ("c2s"/"s2c") -> key -> Pending (by id) or list[Pending] (in order)
-        self.out: dict[str, dict[Hashable, Any]] = {"c2s": {}, "s2c": {}}
-        self.count = {"c2s": 0, "s2c": 0}
-        self.overflowed = {"c2s": False, "s2c": False}
+        # table: key -> Pending (by id) or list[Pending] (in order)
+        self.c2s: list | None = None
+        self.s2c: list | None = None
 
     @classmethod
     def by_id(cls, limit: int = DEFAULT_LIMIT) -> Correlator:
@@ -46,12 +48,32 @@ class Correlator:
     def in_order(cls, limit: int = DEFAULT_LIMIT) -> Correlator:
         return cls(True, limit)
 
+    # Views of the compact state, for readers (tests, diagnostics): built on each call.
+    @property
+    def out(self) -> dict[str, dict[Hashable, Any]]:
+        return {d: (rec[0] if rec else {}) for d, rec in (("c2s", self.c2s), ("s2c", self.s2c))}
+
+    @property
+    def count(self) -> dict[str, int]:
+        return {d: (rec[1] if rec else 0) for d, rec in (("c2s", self.c2s), ("s2c", self.s2c))}
+
+    @property
+    def overflowed(self) -> dict[str, bool]:
+        return {d: (rec[2] if rec else False) for d, rec in (("c2s", self.c2s), ("s2c", self.s2c))}
+
     def request(self, direction: str, key: Hashable, name: str, ref: FrameRef | None, ts: float,
                 extra: Any = None, *, duplicate: Rule | None = None, limit_rule: Rule | None = None) -> Finding | None:
         """A request sent by ``direction``. By id, a key already outstanding is replaced and, with
         ``duplicate``, reported."""
-        d = str(direction)
-        table = self.out[d]
+        c2s = direction == "c2s"
+        rec = self.c2s if c2s else self.s2c
+        if rec is None:
+            rec = [{}, 0, False]
+            if c2s:
+                self.c2s = rec
+            else:
+                self.s2c = rec
+        table = rec[0]
         finding = None
         entry = [name, ref, ts, extra]
         if self.ordered:
@@ -63,24 +85,27 @@ class Correlator:
         else:
             old = table.get(key)
             if old is not None:
-                self.count[d] -= 1
+                rec[1] -= 1
                 if duplicate is not None:
                     finding = duplicate(f"{name} reuses id {key} of an unanswered {old[0]}", command=name)
             table[key] = entry
-        self.count[d] += 1
-        if self.count[d] > self.limit:
-            self._forget_oldest(d)
-            if not self.overflowed[d] and limit_rule is not None:
+        rec[1] += 1
+        if rec[1] > self.limit:
+            self._forget_oldest(rec)
+            if not rec[2] and limit_rule is not None:
+                d = "c2s" if c2s else "s2c"
                 finding = limit_rule(f"more than {self.limit} outstanding {d} requests; the oldest are forgotten "
                                      f"and unanswered requests of this direction are no longer reported")
-            self.overflowed[d] = True
+            rec[2] = True
         return finding
 
     def response(self, direction: str, key: Hashable) -> Pending | None:
         """A response sent by ``direction``: the request of the other direction it answers (removed),
         or None. In order, the oldest outstanding request under ``key``."""
-        d = "s2c" if direction == "c2s" else "c2s"
-        table = self.out[d]
+        rec = self.s2c if direction == "c2s" else self.c2s
+        if rec is None:
+            return None
+        table = rec[0]
         if self.ordered:
             queue = table.get(key)
             if queue is None:
@@ -92,59 +117,82 @@ class Correlator:
             entry = table.pop(key, None)
             if entry is None:
                 return None
-        self.count[d] -= 1
+        rec[1] -= 1
+        if not rec[1]:
+            self._release("s2c" if direction == "c2s" else "c2s")
         return entry
 
     def peek(self, direction: str, key: Hashable) -> Pending | None:
         """The request of the other direction a response from ``direction`` would answer, kept."""
-        d = "s2c" if direction == "c2s" else "c2s"
-        got = self.out[d].get(key)
+        rec = self.s2c if direction == "c2s" else self.c2s
+        if rec is None:
+            return None
+        got = rec[0].get(key)
         if self.ordered:
             return got[got[0] + 1] if got else None
         return got
 
     def outstanding(self, direction: str) -> int:
-        return self.count[str(direction)]
+        rec = self.c2s if direction == "c2s" else self.s2c
+        return rec[1] if rec else 0
+
+    def forgot(self, direction: str) -> bool:
+        """Whether ``direction`` overflowed: its oldest requests were forgotten, so a response from
+        the other side that answers none of the remembered ones proves nothing."""
+        rec = self.c2s if direction == "c2s" else self.s2c
+        return rec[2] if rec else False
 
     def forget(self, direction: str, key: Hashable) -> None:
         """Forget every request ``direction`` has outstanding under ``key`` (a channel closed, ...)."""
-        d = str(direction)
-        got = self.out[d].pop(key, None)
+        rec = self.c2s if direction == "c2s" else self.s2c
+        if rec is None:
+            return
+        got = rec[0].pop(key, None)
         if got is not None:
-            self.count[d] -= len(got) - 1 - got[0] if self.ordered else 1
+            rec[1] -= len(got) - 1 - got[0] if self.ordered else 1
+            if not rec[1]:
+                self._release(direction)
 
     def drop(self, direction: str, keep: Callable[[Hashable, Pending], bool]) -> None:
         """Forget the requests of ``direction`` for which ``keep`` is false. Visits every request:
         for one key, :meth:`forget` is O(1)."""
-        d = str(direction)
-        table = self.out[d]
+        rec = self.c2s if direction == "c2s" else self.s2c
+        if rec is None:
+            return
+        table = rec[0]
         for key in list(table):
             if self.ordered:
                 old = _entries(table[key])
                 queue = [e for e in old if keep(key, e)]
-                self.count[d] -= len(old) - len(queue)
+                rec[1] -= len(old) - len(queue)
                 if queue:
                     table[key] = [0, *queue]
                 else:
                     del table[key]
             elif not keep(key, table[key]):
                 del table[key]
-                self.count[d] -= 1
+                rec[1] -= 1
+        if not rec[1]:
+            self._release(direction)
 
     def clear(self) -> None:
         for d in ("c2s", "s2c"):
-            self.out[d].clear()
-            self.count[d] = 0
+            rec = self.c2s if d == "c2s" else self.s2c
+            if rec is not None:
+                rec[0] = {}
+                rec[1] = 0
+                self._release(d)
 
     def unanswered(self, rule: Rule, describe: Callable[[str, Hashable, Pending], str | None]) -> list[Finding]:
         """At the end of a conversation: one finding per request never answered, pointing at it.
         ``describe(direction, key, pending)`` gives the message, or None to say nothing of it."""
         out: list[Finding] = []
         for d in ("c2s", "s2c"):
-            if self.overflowed[d]:
+            rec = self.c2s if d == "c2s" else self.s2c
+            if rec is None or rec[2]:
                 continue
             items: list[tuple[Hashable, Pending]] = []
-            for key, value in self.out[d].items():
+            for key, value in rec[0].items():
                 if self.ordered:
                     items.extend((key, e) for e in _entries(value))
                 else:
@@ -156,8 +204,21 @@ class Correlator:
                     out.append(rule(text, related=entry[1], command=entry[0]))
         return out
 
-    def _forget_oldest(self, d: str) -> None:
-        table = self.out[d]
+    def _release(self, direction: str) -> None:
+        """``direction`` has nothing outstanding: drop its record unless it must remember that it
+        overflowed (then only its table goes, a used-then-emptied dict keeps its allocation)."""
+        rec = self.c2s if direction == "c2s" else self.s2c
+        if rec is None:
+            return
+        if rec[2]:
+            rec[0] = {}
+        elif direction == "c2s":
+            self.c2s = None
+        else:
+            self.s2c = None
+
+    def _forget_oldest(self, rec: list) -> None:
+        table = rec[0]
         if self.ordered:
             key = min(table, key=lambda k: table[k][table[k][0] + 1][2])
             queue = table[key]
@@ -167,7 +228,7 @@ class Correlator:
         else:
             key = next(iter(table))  # dicts keep insertion order: the oldest request
             del table[key]
-        self.count[d] -= 1
+        rec[1] -= 1
 
 
 def _entries(queue: list) -> list:

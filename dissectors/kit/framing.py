@@ -41,7 +41,9 @@ class ByteQueue:
     LIMIT = 64 << 20
 
     def __init__(self, synced: bool = True) -> None:
-        self._buf = bytearray()
+        # None while nothing is buffered (the usual state between segments): an idle queue holds
+        # no bytearray, and every fully read one is let go rather than kept empty.
+        self._buf: bytearray | None = None
         self._pos = 0  # read position inside _buf
         self._base = 0  # stream offset of _buf[0]
         self.synced = synced
@@ -52,15 +54,20 @@ class ByteQueue:
         return self._base + self._pos
 
     def __len__(self) -> int:
-        return len(self._buf) - self._pos
+        buf = self._buf
+        return 0 if buf is None else len(buf) - self._pos
 
     def append(self, data: bytes) -> None:
-        self._buf += data
+        if self._buf is None:
+            self._buf = bytearray(data)
+        else:
+            self._buf += data
 
     def skip(self, length: int) -> None:
         """``length`` bytes were consumed without passing through the queue (a dissector cut whole
         frames straight from a segment while the queue was empty): move the stream offset past them."""
-        if self._pos != len(self._buf):
+        buf = self._buf
+        if buf is not None and self._pos != len(buf):
             raise ValueError("skip needs an empty queue: buffered bytes come first")
         self._base += length
 
@@ -68,14 +75,16 @@ class ByteQueue:
         """A hole of ``length`` bytes follows what is buffered: drop the unread (now useless)
         partial frame, skip the hole, and fall out of sync. Returns how many bytes were dropped."""
         dropped = len(self)
-        self._base += len(self._buf) + length
-        self._buf = bytearray()
+        self._base += (len(self._buf) if self._buf is not None else 0) + length
+        self._buf = None
         self._pos = 0
         self.synced = False
         return dropped
 
     def cut(self, measure: Measure, resync: Resync) -> Iterator[Piece]:
         buf = self._buf
+        if buf is None:
+            return
         view = memoryview(buf)
         try:
             while True:
@@ -108,16 +117,26 @@ class ByteQueue:
         """At end of stream: whatever is left unframed."""
         if len(self) == 0:
             return None
-        piece = Piece(self.offset, bytes(self._buf[self._pos:]), junk=True)
-        self._base += len(self._buf)
-        self._buf = bytearray()
+        buf = self._buf
+        assert buf is not None
+        piece = Piece(self.offset, bytes(buf[self._pos:]), junk=True)
+        self._base += len(buf)
+        self._buf = None
         self._pos = 0
         return piece
 
     def _compact(self) -> None:
-        if self._pos and (self._pos >= len(self._buf) or self._pos > 65536):
-            del self._buf[:self._pos]
-            self._base += self._pos
+        buf = self._buf
+        if buf is None:
+            return
+        pos = self._pos
+        if pos >= len(buf):  # all read: let the buffer go
+            self._base += len(buf)
+            self._buf = None
+            self._pos = 0
+        elif pos > 65536:
+            del buf[:pos]
+            self._base += pos
             self._pos = 0
 
 

@@ -15,29 +15,54 @@ class Silence:
     """Heartbeat silence per direction: reported once per silent spell longer than
     ``factor`` × the negotiated interval, when it becomes true."""
 
-    __slots__ = ("interval", "factor", "last", "ref", "reported", "stopped")
+    # Per direction as flat slots rather than {"c2s": .., "s2c": ..} dicts: every connection has a
+    # Silence, most never negotiate heartbeats, and three small dicts cost ~550 bytes.
+    __slots__ = ("interval", "factor", "last_c2s", "last_s2c", "ref_c2s", "ref_s2c", "reported_c2s",
+                 "reported_s2c", "stopped")
 
     def __init__(self, factor: float = 2.0) -> None:
         self.interval = 0.0  # seconds; 0 = heartbeats off
         self.factor = factor
-        self.last: dict[str, float | None] = {"c2s": None, "s2c": None}
-        self.ref: dict[str, FrameRef | None] = {"c2s": None, "s2c": None}
-        self.reported = {"c2s": False, "s2c": False}
+        self.last_c2s: float | None = None  # capture time each side last sent something
+        self.last_s2c: float | None = None
+        self.ref_c2s: FrameRef | None = None  # its last frame, for the finding to point at
+        self.ref_s2c: FrameRef | None = None
+        self.reported_c2s = False  # the current silent spell was reported
+        self.reported_s2c = False
         self.stopped = False  # the conversation is closing: silence is expected
+
+    # Views of the per-direction slots, for readers.
+    @property
+    def last(self) -> dict[str, float | None]:
+        return {"c2s": self.last_c2s, "s2c": self.last_s2c}
+
+    @property
+    def ref(self) -> dict[str, FrameRef | None]:
+        return {"c2s": self.ref_c2s, "s2c": self.ref_s2c}
+
+    @property
+    def reported(self) -> dict[str, bool]:
+        return {"c2s": self.reported_c2s, "s2c": self.reported_s2c}
 
     def start(self, interval: float, ts: float) -> None:
         """Heartbeats were negotiated at ``ts``: both sides are expected to speak from now on."""
         self.interval = float(interval)
-        for d in ("c2s", "s2c"):
-            if self.last[d] is None or self.last[d] < ts:  # type: ignore[operator]
-                self.last[d] = ts
+        if self.last_c2s is None or self.last_c2s < ts:
+            self.last_c2s = ts
+        if self.last_s2c is None or self.last_s2c < ts:
+            self.last_s2c = ts
 
     def seen(self, direction: Direction, ts: float, ref: FrameRef | None = None) -> None:
-        d = str(direction)
-        self.last[d] = ts
-        self.reported[d] = False
-        if ref is not None:
-            self.ref[d] = ref
+        if direction == "c2s":
+            self.last_c2s = ts
+            self.reported_c2s = False
+            if ref is not None:
+                self.ref_c2s = ref
+        else:
+            self.last_s2c = ts
+            self.reported_s2c = False
+            if ref is not None:
+                self.ref_s2c = ref
 
     def limit(self) -> float:
         return self.interval * self.factor
@@ -46,9 +71,8 @@ class Silence:
         if self.interval <= 0 or self.stopped:
             return None
         # Called after every delivery of a connection with heartbeats: no list, no min().
-        last, reported = self.last, self.reported
-        a = last["c2s"] if not reported["c2s"] else None
-        b = last["s2c"] if not reported["s2c"] else None
+        a = self.last_c2s if not self.reported_c2s else None
+        b = self.last_s2c if not self.reported_s2c else None
         if a is None:
             return None if b is None else b + self.interval * self.factor
         if b is not None and b < a:
@@ -60,12 +84,16 @@ class Silence:
         out: list[Finding] = []
         if self.interval <= 0 or self.stopped:
             return out
-        for d in ("c2s", "s2c"):
-            last = self.last[d]
-            if last is None or self.reported[d] or ts - last <= self.limit():
-                continue
-            self.reported[d] = True
-            side = "client" if d == "c2s" else "server"
-            out.append(rule(f"the {side} sent nothing for {ts - last:.1f} s (heartbeat {self.interval:g} s)",
-                            related=self.ref[d]))
+        limit = self.limit()
+        last = self.last_c2s
+        if last is not None and not self.reported_c2s and ts - last > limit:
+            self.reported_c2s = True
+            out.append(self._finding(rule, "client", ts - last, self.ref_c2s))
+        last = self.last_s2c
+        if last is not None and not self.reported_s2c and ts - last > limit:
+            self.reported_s2c = True
+            out.append(self._finding(rule, "server", ts - last, self.ref_s2c))
         return out
+
+    def _finding(self, rule: Rule, side: str, silent: float, ref: FrameRef | None) -> Finding:
+        return rule(f"the {side} sent nothing for {silent:.1f} s (heartbeat {self.interval:g} s)", related=ref)
