@@ -116,8 +116,6 @@ def inspect(
     try:
         for ev in analyzer.run_files([str(c) for c in capture]):
             if isinstance(ev, Frame):
-                if not shown:
-                    tree.t0 = summary.t0 = analyzer.first_ts or 0.0
                 if flow is not None and ev.flow != flow:
                     continue
                 if protocol is not None and ev.protocol != protocol:
@@ -126,6 +124,10 @@ def inspect(
                     continue
                 if max_frames is not None and shown >= max_frames:
                     break
+                # Only once something is shown (the first packet's time is set by then and stays):
+                # with --only-findings most frames are skipped, and each one used to set it again.
+                if not shown:
+                    tree.t0 = summary.t0 = analyzer.first_ts or 0.0
                 shown += 1
                 on_frame(ev)
             elif wanted_finding(ev):
