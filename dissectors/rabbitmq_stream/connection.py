@@ -12,10 +12,9 @@ transition table (:mod:`.handshake`); requests and responses are paired by a
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
 from typing import Any
 
-from analyzer.api import Connection, Direction, Event, Field, Finding, Frame
+from analyzer.api import Connection, Direction, Event, Field, Finding, Frame, FrameRef
 from dissectors.kit import Correlator, Framer, Piece, Silence, plain_state
 from dissectors.kit import state as kit_state
 from dissectors.kit.dialect import Dialect
@@ -39,6 +38,7 @@ from dissectors.schema import DecodeError, Struct
 HEAD = struct.Struct(">IHH")
 U64 = struct.Struct(">Q")
 I32 = struct.Struct(">i")
+_unpack_i32 = I32.unpack_from
 C2S, S2C = Direction.C2S, Direction.S2C
 #: A Size above this is taken as loss of sync rather than a frame to wait for.
 MAX_FRAME = 64 << 20
@@ -50,91 +50,124 @@ PRE_OPEN_FRAME_MAX = 8192
 RESPONSE_EVENTS = {"Tune": "Tune", "SaslAuthenticate": "SaslAuthenticateOk"}
 
 
-def _make_measure(framer: Framer) -> Callable[[memoryview, int], int]:
-    unpack = I32.unpack_from
+@plain_state
+class StreamFramer(Framer):
+    """One direction's kit :class:`~dissectors.kit.Framer` that also measures RabbitMQ Stream frames.
 
-    def measure(buf: memoryview, pos: int) -> int:
+    ``measure`` is a method of the framer (it sets the framer's ``reason``) rather than a closure
+    made per direction of every connection: two closures and the dict holding them cost ~650 bytes
+    per connection and are no plain data."""
+
+    __slots__ = ()
+
+    def measure(self, buf: memoryview, pos: int) -> int:
         if len(buf) - pos < 4:
             return 0
-        (size,) = unpack(buf, pos)
+        (size,) = _unpack_i32(buf, pos)
         if size < 4:
-            framer.reason = f"Size {size} is below 4" if size >= 0 else f"Size {size & 0xFFFFFFFF} is implausible"
+            self.reason = f"Size {size} is below 4" if size >= 0 else f"Size {size & 0xFFFFFFFF} is implausible"
             return -1
         if size > MAX_FRAME:
-            framer.reason = f"Size {size} is implausible"
+            self.reason = f"Size {size} is implausible"
             return -1
         return size + 4
-
-    return measure
 
 
 @plain_state
 class StreamConnection(Connection):
-    #: Rebuilt by ``_rebuild`` after a resume: the dialect object and the framers' measure closures.
-    TRANSIENT = ("_dialect", "_measure")
+    # Slots, one framer attribute per direction, and tables that exist only while they hold
+    # something (None when empty): 100,000 idle connections are a hostile case (issue 8 §6), so an
+    # established connection's state is kept to about a kilobyte.
+    __slots__ = ("midstream", "dialect", "framer_c2s", "framer_s2c", "lossy", "hs", "broker_version", "server_frame_max",
+                 "server_tune_ref", "frame_max", "heartbeat", "silence", "closed", "corr", "publishers", "unconfirmed",
+                 "tracked", "credit", "sub_stream", "gone", "_dialect")
+    #: Rebuilt by ``_rebuild`` after a resume: the dialect object.
+    TRANSIENT = ("_dialect",)
 
     def __init__(self, midstream: bool) -> None:
         self.midstream = midstream
         self.dialect: str | None = None
-        self.framers = {"c2s": Framer("c2s", synced=not midstream), "s2c": Framer("s2c", synced=not midstream)}
+        self.framer_c2s = StreamFramer("c2s", synced=not midstream)
+        self.framer_s2c = StreamFramer("s2c", synced=not midstream)
         # After a capture gap, requests, confirms or subscriptions may have been lost: stop judging them.
         self.lossy = midstream
         # Handshake state (kit Machine); None when the capture joined mid-stream (not judged).
         self.hs: str | None = None if midstream else MACHINE.start
         self.broker_version: str | None = None
-        self.server_tune: list[int] | None = None
+        #: The frame_max of the server's Tune (0: none seen), negotiated down by the client's Tune.
+        self.server_frame_max = 0
+        #: The server's last frame from its Tune until the client's Tune: the heartbeat timer,
+        #: created then, counts the server's silence from it.
+        self.server_tune_ref: FrameRef | None = None
         self.frame_max = 0
         self.heartbeat = 0
-        self.silence = Silence()
+        #: Heartbeat silence; None until the client's Tune negotiates heartbeats (many connections
+        #: never do) and again once the connection closes (silence is expected then).
+        self.silence: Silence | None = None
         self.closed = False
         self.corr = Correlator.by_id()
-        # publishers / subscriptions
-        self.publishers: set[int] = set()
-        self.unconfirmed: dict[int | None, set[int]] = {}
+        # Publishers and subscriptions, each None while empty (see track.py).
+        self.publishers: set[int] | None = None
+        #: publisher id -> publishing ids awaiting a confirm (an id's set goes when it empties).
+        self.unconfirmed: dict[int | None, set[int]] | None = None
         self.tracked = 0
-        self.credit: dict[int, int] = {}
-        self.sub_stream: dict[int, str] = {}
+        #: subscription id -> credit left, while subscribed.
+        self.credit: dict[int, int] | None = None
+        #: subscription id -> its stream, while subscribed (for MetadataUpdate).
+        self.sub_stream: dict[int, str] | None = None
         # Subscriptions the client gave up or the server dropped (MetadataUpdate): a later
         # SUBSCRIPTION_ID_DOES_NOT_EXIST for them is a benign race, not a client mistake.
-        self.gone: set[int] = set()
+        self.gone: set[int] | None = None
         self._rebuild()
 
     def _rebuild(self) -> None:
         self._dialect: Dialect | None = DIALECTS.get(self.dialect) if self.dialect else None
-        self._measure = {d: _make_measure(f) for d, f in self.framers.items()}
+
+    # A view of the per-direction framers, for readers (tests, diagnostics): built on each call.
+    @property
+    def framers(self) -> dict[str, StreamFramer]:
+        return {"c2s": self.framer_c2s, "s2c": self.framer_s2c}
 
     # ------------------------------------------------------------------ sans-IO entry points
     def feed(self, direction: Direction, data: bytes, ts: float) -> list[Event]:
         out: list[Event] = []
         silence = self.silence
-        if silence.interval > 0:
+        if silence is not None and silence.interval > 0:
             out.extend(silence.due(ts, R.HEARTBEAT_SILENCE))
+        framer = self.framer_c2s if direction == "c2s" else self.framer_s2c
         last: Frame | None = None
-        for item in self.framers[direction].cut(data, self._measure[direction], self._resync, R.JUNK):
+        for item in framer.cut(data, framer.measure, self._resync, R.JUNK):
             if type(item) is Piece:
                 last = self._frame(direction, item, ts)
                 out.append(last)
             else:
                 out.append(item)  # type: ignore[arg-type]
-        silence.seen(direction, ts, last.anchor() if last is not None else None)
+        silence = self.silence  # these frames may have negotiated heartbeats or closed the connection
+        if silence is not None:
+            silence.seen(direction, ts, last.anchor() if last is not None else None)
+        elif last is not None and direction == "s2c" and self.server_tune_ref is not None:
+            self.server_tune_ref = last.anchor()
         return out
 
     def gap(self, direction: Direction, length: int, ts: float) -> list[Event]:
-        self.framers[direction].lost(length)
+        (self.framer_c2s if direction == "c2s" else self.framer_s2c).lost(length)
         self.lossy = True
         return []
 
     def tick(self, ts: float) -> list[Event]:
-        return self.silence.due(ts, R.HEARTBEAT_SILENCE)  # type: ignore[return-value]
+        silence = self.silence
+        return silence.due(ts, R.HEARTBEAT_SILENCE) if silence is not None else []  # type: ignore[return-value]
 
     def deadline(self) -> float | None:
-        return self.silence.deadline()
+        silence = self.silence
+        return silence.deadline() if silence is not None else None
 
     def end(self, ts: float) -> list[Event]:
         out: list[Event] = []
-        for framer in self.framers.values():
+        for framer in (self.framer_c2s, self.framer_s2c):
             out.extend(framer.end(R.JUNK, R.FRAME_INCOMPLETE))
-        out.extend(self.silence.due(ts, R.HEARTBEAT_SILENCE))
+        if self.silence is not None:
+            out.extend(self.silence.due(ts, R.HEARTBEAT_SILENCE))
         if not self.lossy:
             out.extend(self.corr.unanswered(R.UNANSWERED, _unanswered))
             out.extend(self.corr.unanswered(R.CLOSE_UNANSWERED, _close_unanswered))
@@ -313,7 +346,8 @@ class StreamConnection(Connection):
         text = f"{frame.command}: {dia.codes[code]} ({code:#04x})"
         if code == dia["subscription_gone"]:
             sid = _subscription_of(name, values, request)
-            if sid is not None and sid in self.gone:
+            gone = self.gone
+            if sid is not None and gone is not None and sid in gone:
                 frame.findings.append(R.REFUSED(text + " (the subscription was already unsubscribed or dropped by "
                                                        "the server)", command=frame.command))
                 return

@@ -4,6 +4,9 @@ A handler gets the connection, the decoded frame, its top-level fields by name, 
 answers (a Correlator entry ``[name, ref, ts, extra]``, or None), the dialect and the time. Response
 codes, correlation and the handshake are judged before, for every command alike
 (:meth:`StreamConnection._track`).
+
+The connection's publisher and subscription tables are None while empty: a handler that adds the
+first entry creates the table, and one that removes the last lets it go (see :func:`_drop`).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from analyzer.api import Field, Frame
 from dissectors.kit.dialect import Dialect
+from dissectors.kit.timers import Silence
 from dissectors.rabbitmq_stream import rules as R
 from dissectors.rabbitmq_stream.dialects import PUBLISHER_IDS
 
@@ -39,11 +43,28 @@ def _failed(values: dict[str, Field], dia: Dialect) -> bool:
     return code is not None and code.value != dia["ok"]
 
 
+def _drop(c: StreamConnection, table: str, key: Any) -> None:
+    """Remove ``key`` from the connection's set or dict ``table``, letting the table go (None) when
+    that empties it: an idle connection holds no empty containers."""
+    t = getattr(c, table)
+    if t is None or key not in t:
+        return
+    if type(t) is set:
+        t.discard(key)
+    else:
+        del t[key]
+    if not t:
+        setattr(c, table, None)
+
+
 def server_tune(c: StreamConnection, frame: Frame, values: dict[str, Field], request: Any, dia: Dialect,
                 ts: float) -> None:
     fm, hb = _value(values, "frame_max"), _value(values, "heartbeat")
     if fm is not None and hb is not None:
-        c.server_tune = [fm, hb]
+        c.server_frame_max = fm
+        # Its frame too: the heartbeat timer, created only once the client's Tune negotiates
+        # heartbeats, counts the server's silence from the server's last frame, which this is.
+        c.server_tune_ref = frame.anchor()
 
 
 def client_tune(c: StreamConnection, frame: Frame, values: dict[str, Field], request: Any, dia: Dialect,
@@ -51,10 +72,19 @@ def client_tune(c: StreamConnection, frame: Frame, values: dict[str, Field], req
     cfm, hb = _value(values, "frame_max"), _value(values, "heartbeat")
     if cfm is None or hb is None:
         return
-    sfm = c.server_tune[0] if c.server_tune else 0
+    sfm = c.server_frame_max
     c.frame_max = min(sfm, cfm) if sfm and cfm else (sfm or cfm)
     c.heartbeat = hb
-    c.silence.start(hb, ts)
+    ref, c.server_tune_ref = c.server_tune_ref, None  # it has served its purpose
+    silence = c.silence
+    if silence is None:
+        # A closed connection expects silence, and without heartbeats there is nothing to time.
+        if c.closed or hb <= 0:
+            return
+        silence = c.silence = Silence()
+        # The server's last frame so far (the client's is set once this segment is cut).
+        silence.ref_s2c = ref
+    silence.start(hb, ts)
 
 
 def peer_properties_response(c: StreamConnection, frame: Frame, values: dict[str, Field], request: Any,
@@ -78,56 +108,68 @@ def close(c: StreamConnection, frame: Frame, values: dict[str, Field], request: 
 def close_response(c: StreamConnection, frame: Frame, values: dict[str, Field], request: Any, dia: Dialect,
                    ts: float) -> None:
     c.closed = True
-    c.silence.stopped = True  # the conversation is closing: silence is expected
+    c.silence = None  # the conversation is closing: silence is expected (and is never timed again)
 
 
 def declare_publisher(c: StreamConnection, frame: Frame, values: dict[str, Field], request: Any, dia: Dialect,
                       ts: float) -> None:
     pid = _value(values, "publisher_id")
     if pid is not None:
-        c.publishers.add(pid)
+        if c.publishers is None:
+            c.publishers = {pid}
+        else:
+            c.publishers.add(pid)
 
 
 def declare_publisher_response(c: StreamConnection, frame: Frame, values: dict[str, Field], request: Any,
                                dia: Dialect, ts: float) -> None:
     if request is not None and _failed(values, dia):
-        c.publishers.discard(request[3])
+        _drop(c, "publishers", request[3])
 
 
 def delete_publisher(c: StreamConnection, frame: Frame, values: dict[str, Field], request: Any, dia: Dialect,
                      ts: float) -> None:
     pid = _value(values, "publisher_id")
     if pid is not None:
-        c.publishers.discard(pid)
+        _drop(c, "publishers", pid)
 
 
 def publish(c: StreamConnection, frame: Frame, values: dict[str, Field], request: Any, dia: Dialect,
             ts: float) -> None:
     pid = _value(values, "publisher_id")
-    if dia.has(PUBLISHER_IDS) and pid is not None and pid not in c.publishers and not c.lossy:
+    pubs = c.publishers
+    if dia.has(PUBLISHER_IDS) and pid is not None and (pubs is None or pid not in pubs) and not c.lossy:
         frame.findings.append(R.UNKNOWN_PUBLISHER(f"Publish for publisher {pid}, never declared on this connection",
                                                   command="Publish", field="publisher_id"))
     msgs = values.get("messages")
     if msgs is None or not msgs.children:
         return
-    ids = c.unconfirmed.setdefault(pid, set())
+    unconfirmed = c.unconfirmed
+    ids = unconfirmed.get(pid) if unconfirmed is not None else None
     for m in msgs.children:
         if c.tracked >= MAX_TRACKED:
             break
-        if m.value is not None and m.value not in ids:
+        if m.value is not None and (ids is None or m.value not in ids):
+            if ids is None:  # the publisher's first id awaiting a confirm
+                if unconfirmed is None:
+                    unconfirmed = c.unconfirmed = {}
+                ids = unconfirmed[pid] = set()
             ids.add(m.value)
             c.tracked += 1
 
 
 def _settle(c: StreamConnection, frame: Frame, pid: Any, got: list[int]) -> None:
-    ids = c.unconfirmed.get(pid, set())
+    unconfirmed = c.unconfirmed
+    ids = unconfirmed.get(pid) if unconfirmed is not None else None
     unknown = []
     for i in got:
-        if i in ids:
+        if ids is not None and i in ids:
             ids.discard(i)
             c.tracked -= 1
         else:
             unknown.append(i)
+    if ids is not None and not ids:  # all of the publisher's ids are settled
+        _drop(c, "unconfirmed", pid)
     if unknown and not c.lossy and c.tracked < MAX_TRACKED:
         shown = ", ".join(map(str, unknown[:5])) + (" …" if len(unknown) > 5 else "")
         frame.findings.append(R.UNKNOWN_PUBLISHING_ID(f"{frame.command} for {len(unknown)} publishing id(s) of "
@@ -175,10 +217,13 @@ def metadata_update(c: StreamConnection, frame: Frame, values: dict[str, Field],
     stream = _value(values, "stream")
     if stream is None:
         return
+    if c.sub_stream is None:
+        return
     for sid, s in list(c.sub_stream.items()):
         if s == stream:
-            c.gone.add(sid)
-            c.credit.pop(sid, None)
+            _gone(c, sid)
+            _drop(c, "credit", sid)
+            _drop(c, "sub_stream", sid)  # the server dropped it: no subscription to look up any more
 
 
 def subscribe(c: StreamConnection, frame: Frame, values: dict[str, Field], request: Any, dia: Dialect,
@@ -186,22 +231,33 @@ def subscribe(c: StreamConnection, frame: Frame, values: dict[str, Field], reque
     sid, credit, stream = _value(values, "subscription_id"), _value(values, "credit"), _value(values, "stream")
     if sid is None:
         return
+    if c.credit is None:
+        c.credit = {}
     c.credit[sid] = credit if credit is not None else (1 << 30)
-    c.gone.discard(sid)
+    _drop(c, "gone", sid)
     if stream is not None:
+        if c.sub_stream is None:
+            c.sub_stream = {}
         c.sub_stream[sid] = stream
 
 
 def subscribe_response(c: StreamConnection, frame: Frame, values: dict[str, Field], request: Any, dia: Dialect,
                        ts: float) -> None:
     if request is not None and _failed(values, dia):
-        c.credit.pop(request[3], None)
+        _drop(c, "credit", request[3])
 
 
 def unsubscribe(c: StreamConnection, frame: Frame, values: dict[str, Field], request: Any, dia: Dialect,
                 ts: float) -> None:
     sid = _value(values, "subscription_id")
     if sid is not None:
+        _gone(c, sid)
+
+
+def _gone(c: StreamConnection, sid: int) -> None:
+    if c.gone is None:
+        c.gone = {sid}
+    else:
         c.gone.add(sid)
 
 
@@ -209,15 +265,17 @@ def unsubscribe_response(c: StreamConnection, frame: Frame, values: dict[str, Fi
                          ts: float) -> None:
     code = values.get("response_code")
     if request is not None and code is not None and code.value == dia["ok"]:
-        c.credit.pop(request[3], None)
+        _drop(c, "credit", request[3])
+        _drop(c, "sub_stream", request[3])  # unsubscribed: its stream need not be remembered
 
 
 def credit(c: StreamConnection, frame: Frame, values: dict[str, Field], request: Any, dia: Dialect,
            ts: float) -> None:
     sid, cr = _value(values, "subscription_id"), _value(values, "credit")
-    if sid is not None and cr is not None and sid in c.credit:
+    table = c.credit
+    if sid is not None and cr is not None and table is not None and sid in table:
         # The server reads the value as signed 16-bit.
-        c.credit[sid] += cr - 0x10000 if cr >= 0x8000 else cr
+        table[sid] += cr - 0x10000 if cr >= 0x8000 else cr
 
 
 def deliver(c: StreamConnection, frame: Frame, values: dict[str, Field], request: Any, dia: Dialect,
@@ -225,7 +283,8 @@ def deliver(c: StreamConnection, frame: Frame, values: dict[str, Field], request
     sid = _value(values, "subscription_id")
     if sid is None:
         return
-    left = c.credit.get(sid)
+    table = c.credit
+    left = table.get(sid) if table is not None else None
     if left is None:
         if not c.lossy:
             frame.findings.append(R.UNKNOWN_SUBSCRIPTION(f"Deliver for subscription {sid}, never subscribed on this "
@@ -237,7 +296,7 @@ def deliver(c: StreamConnection, frame: Frame, values: dict[str, Field], request
             frame.findings.append(R.NO_CREDIT(f"Deliver for subscription {sid} without credit left (the client "
                                               f"granted none since the last chunk)", command="Deliver"))
         left = 0
-    c.credit[sid] = left
+    table[sid] = left  # type: ignore[index]
 
 
 TRACK: dict[tuple[str, bool], Handler] = {
