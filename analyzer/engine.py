@@ -109,9 +109,10 @@ class Analyzer:
         self._live: dict[bytes, Conversation] = {}
         # Conversations closed by FIN/RST, so their last ACKs do not open a new one.
         self._closed: OrderedDict[bytes, FlowInfo] = OrderedDict()
-        # For decided live conversations, both directions' keys -> (conversation, direction, its
-        # side, the other side, flow info): what the packet loop needs, in one lookup.
-        self._fast: dict[bytes, tuple[Conversation, Direction, Side, Side, FlowInfo]] = {}
+        # For decided live conversations, both directions' keys -> that direction's Side, which
+        # knows its conversation and direction: what the packet loop needs, in one lookup (one
+        # object per direction that exists anyway, rather than a 5-tuple each: ~80 bytes).
+        self._fast: dict[bytes, Side] = {}
         self._wakeups = Wakeups()
         # The same list for the analyzer's life: the packet loop tests its earliest entry directly.
         self._heap = self._wakeups.heap
@@ -243,23 +244,25 @@ class Analyzer:
             yield from self._pop_startup_errors()
             yield from self._suspend()
 
-    def _fast_segment(self, hit: tuple[Conversation, Direction, Side, Side, FlowInfo], seq: int, ack: int,
-                      flags: int, payload: bytes, number: int, ts: float) -> Iterable[Event] | None:
+    def _fast_segment(self, side: Side, seq: int, ack: int, flags: int, payload: bytes, number: int,
+                      ts: float) -> Iterable[Event] | None:
         """A segment of a known, decided conversation without SYN, FIN or RST. The common case (at
         most one in-order piece of data) goes without generators and gives back what the dissector
         made of it; anything else (data released from the out-of-order buffer, a loss, a mismatch)
         is given back as a generator, so that however many frames one packet releases they stream
         out one at a time instead of being collected first."""
-        conv, direction, side, other_side, info = hit
+        conv = side.conv
+        direction = side.direction
+        info = conv.info
         info.packets += 1
         info.last_ts = ts
         if flags & ACK and ack != side.last_ack:
             side.last_ack = ack
-            peer = other_side.reasm.peer_ack(ack, number, ts)
+            peer = (conv.s2c if direction is _C2S else conv.c2s).peer_ack(ack, number, ts)
             if peer:
                 return self._fast_released(conv, direction, side, peer, seq, payload, number, ts)
         if payload:
-            events = side.reasm.segment(seq, payload, False, number, ts)
+            events = side.segment(seq, payload, False, number, ts)
             if events:
                 if len(events) != 1 or type(events[0]) is not Data:
                     return self._stream(conv, direction, events, ts)
@@ -279,7 +282,7 @@ class Analyzer:
         direction's held-back data: that stream first, then this segment's own bytes."""
         yield from self._stream(conv, direction.other, peer, ts)
         if payload:
-            events = side.reasm.segment(seq, payload, False, number, ts)
+            events = side.segment(seq, payload, False, number, ts)
             if events:
                 yield from self._stream(conv, direction, events, ts)
 
@@ -287,13 +290,13 @@ class Analyzer:
         """(Re)register a conversation's flow keys for the fast path."""
         if conv.undecided:
             return
-        c, s = conv.c2s, conv.s2c
-        self._fast[conv.key] = (conv, _C2S, c, s, conv.info)
-        self._fast[reverse_key(conv.key)] = (conv, _S2C, s, c, conv.info)
+        self._fast[conv.key] = conv.c2s
+        self._fast[reverse_key(conv.key)] = conv.s2c
 
     def _unindex(self, conv: Conversation) -> None:
         for k in (conv.key, reverse_key(conv.key)):
-            if self._fast.get(k, (None,))[0] is conv:
+            side = self._fast.get(k)
+            if side is not None and side.conv is conv:
                 del self._fast[k]
 
     def flow(self, flow_id: int | None) -> FlowInfo | None:
@@ -368,15 +371,15 @@ class Analyzer:
         side = conv.side(direction)
         events: list[Data | Gap | Note] = []
         if seg.flags & SYN:
-            side.reasm.syn(seg.seq)
+            side.syn(seg.seq)
             if direction is _C2S:
                 conv.isn_client = seg.seq
         if seg.flags & ACK:
-            events_peer = conv.side(direction.other).reasm.peer_ack(seg.ack, number, ts)
+            events_peer = conv.side(direction.other).peer_ack(seg.ack, number, ts)
             if events_peer:
                 yield from self._stream(conv, direction.other, events_peer, ts)
         if seg.payload or seg.flags & FIN:
-            events = side.reasm.segment(seg.seq, seg.payload, bool(seg.flags & FIN), number, ts)
+            events = side.segment(seg.seq, seg.payload, bool(seg.flags & FIN), number, ts)
             if events:
                 yield from self._stream(conv, direction, events, ts)
                 # Heuristics may have swapped the roles.
@@ -460,6 +463,7 @@ class Analyzer:
         info.client, info.server = info.server, info.client
         info.bytes_c2s, info.bytes_s2c = info.bytes_s2c, info.bytes_c2s
         conv.c2s, conv.s2c = conv.s2c, conv.c2s
+        conv.c2s.direction, conv.s2c.direction = _C2S, _S2C
         if conv.pending is not None:
             conv.pending = [(d.other, ev) for d, ev in conv.pending]
         del self._live[conv.key]
@@ -521,14 +525,19 @@ class Analyzer:
         assert conn is not None
         try:
             if data is not None:
-                side = conv.c2s if direction is _C2S else conv.s2c
-                segs = side.segments
-                segs.append((offset + len(data), packet, ts))
-                if len(segs) - side.head > 100_000:  # a dissector that never makes a frame
-                    side.head += 1
-                    side.consumed()
-                out = conn.feed(direction, data, ts)
-                result = self._emit(conv, out, direction, offset, packet, ts) if out else _NOTHING
+                # The segment is recorded only after the dissector has seen it: when it makes
+                # frames lying wholly in it, _emit records it as the only one left without first
+                # moving the previous one into a list (a list and a tuple per packet).
+                try:
+                    out = conn.feed(direction, data, ts)
+                except Exception:
+                    (conv.c2s if direction is _C2S else conv.s2c).add(offset + len(data), packet, ts)
+                    raise
+                if out:
+                    result = self._emit(conv, out, direction, offset, packet, ts, offset + len(data))
+                else:
+                    (conv.c2s if direction is _C2S else conv.s2c).add(offset + len(data), packet, ts)
+                    result = _NOTHING
             else:
                 out = conn.gap(direction, lost, ts)
                 result = self._emit(conv, out) if out else _NOTHING
@@ -544,17 +553,18 @@ class Analyzer:
             return [self._account(conv, _dissector_crash(conv, exc))]
 
     def _emit(self, conv: Conversation, out: Iterable[Event], fed: Direction | None = None, fed_at: int = 0,
-              packet: int = 0, ts: float = 0.0) -> list[Event]:
+              packet: int = 0, ts: float = 0.0, fed_end: int = 0) -> list[Event]:
         """Stamp a dissector's frames and findings with where they came from; given back as the
         dissector's own list when it made one (stamped in place: no copy).
 
-        ``fed``, ``fed_at``, ``packet``, ``ts``: the direction, stream offset, packet and time of
-        the bytes just fed (None after a hole, a tick or the end). A frame of that direction starting
-        at or after ``fed_at`` lies wholly in that one segment: it ends within the bytes fed so far,
-        and every earlier segment ends at or before ``fed_at``. So it takes that packet and time
-        without a look at the segment list, which ends up holding just that segment, as the
-        general path would leave it (it consumes the segments ending at or before a frame's start
-        and always keeps the last)."""
+        ``fed``, ``fed_at``, ``packet``, ``ts``, ``fed_end``: the direction, stream offsets (start,
+        end), packet and time of the bytes just fed (None after a hole, a tick or the end), which
+        :meth:`_feed` left to this method to record in that direction's segments. A frame of that
+        direction starting at or after ``fed_at`` lies wholly in that one segment: it ends within
+        the bytes fed so far, and every earlier segment ends at or before ``fed_at``. So it takes
+        that packet and time without a look at the segments, which end up holding just that
+        segment, as the general path would leave them (it consumes the segments ending at or before
+        a frame's start and always keeps the newest)."""
         events = out if type(out) is list else list(out)
         info = conv.info
         c2s, s2c = conv.c2s, conv.s2c
@@ -562,7 +572,7 @@ class Analyzer:
         cid = info.community_id
         protocol = info.protocol or ""
         here = (packet, packet)  # shared by the frames of this one segment
-        tidy = True
+        unrecorded = fed is not None  # the fed segment is not in its side's segments yet
         n_frames = 0
         for ev in events:
             if isinstance(ev, Frame):
@@ -570,31 +580,25 @@ class Analyzer:
                 start = ev.offset
                 if d is fed and start >= fed_at:
                     side = c2s if d is _C2S else s2c
-                    if tidy:  # once per call: the later frames find it done
-                        tidy = False
-                        segs = side.segments
-                        if len(segs) > 1:
-                            del segs[:-1]
+                    if unrecorded:  # once per call: the later frames find it done
+                        unrecorded = False
+                        side.older = None
                         side.head = 0
+                        side.seg_end, side.seg_packet, side.seg_ts = fed_end, packet, ts
+                    elif side.older is not None:
+                        side.only_newest()
                     last = packet
                     ev.packets = here
                     ev.ts = ts
                 else:
+                    if unrecorded:  # the general path needs it among the segments
+                        unrecorded = False
+                        (c2s if fed is _C2S else s2c).add(fed_end, packet, ts)
                     side = c2s if d == _C2S else s2c
-                    segs = side.segments
-                    # Segments ending before the frame are done with (Side.packets_for, inline).
-                    h = side.head
-                    n = len(segs)
-                    while n - h > 1 and segs[h][0] <= start:
-                        h += 1
-                    if h and 2 * h >= n:  # as Side.consumed
-                        del segs[:h]
-                        n -= h
-                        h = 0
-                    side.head = h
-                    if h < n and segs[h][0] >= start + ev.size:  # the frame lies in one segment
-                        _, last, ev.ts = segs[h]
+                    if side.older is None:  # at most one segment: the frame lies in it
+                        last = side.seg_packet
                         ev.packets = (last, last)
+                        ev.ts = side.seg_ts
                     else:
                         first, last, ev.ts = side.packets_for(start, start + ev.size)
                         ev.packets = (first, last)
@@ -622,6 +626,8 @@ class Analyzer:
                     ev.frame = related.packets[1] if isinstance(related, Frame) else related[2]
                     ev.related = None
                 info.count(ev.severity)
+        if unrecorded:
+            (c2s if fed is _C2S else s2c).add(fed_end, packet, ts)
         info.frames += n_frames
         return events
 
@@ -640,7 +646,7 @@ class Analyzer:
         self._wakeups.cancel(conv)
         self._unindex(conv)
         for direction, side in conv.sides.items():
-            events = side.reasm.flush(ts)
+            events = side.flush(ts)
             if events:
                 yield from self._stream(conv, direction, events, ts)
         if conv.undecided and conv.pending and self.dissectors:

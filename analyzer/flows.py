@@ -15,16 +15,21 @@ _C2S, _S2C = Direction.C2S, Direction.S2C
 
 class FlowInfo:
     """One TCP conversation, as `streamproto flows` shows it: the summary that stays after the
-    conversation is finished, so kept small (slots, counters as plain attributes)."""
+    conversation is finished, so kept small (slots, counters as plain attributes, the endpoints as
+    four plain fields: two (address, port) tuples cost about 100 bytes more per conversation)."""
 
-    __slots__ = ("id", "client", "server", "protocol", "dialect", "packets", "frames", "bytes_c2s", "bytes_s2c",
-                 "errors", "warnings", "notes", "first_ts", "last_ts", "complete", "community_id")
+    __slots__ = ("id", "client_ip", "client_port", "server_ip", "server_port", "protocol", "dialect", "packets",
+                 "frames", "bytes_c2s", "bytes_s2c", "errors", "warnings", "notes", "first_ts", "last_ts", "complete",
+                 "community_id")
+    #: The fields of :meth:`to_plain`, in the checkpoint's order (endpoints as [address, port]).
+    PLAIN = ("id", "client", "server", "protocol", "dialect", "packets", "frames", "bytes_c2s", "bytes_s2c",
+             "errors", "warnings", "notes", "first_ts", "last_ts", "complete", "community_id")
 
     def __init__(self, id: int, client: tuple[str, int], server: tuple[str, int], first_ts: float = 0.0,
                  last_ts: float = 0.0) -> None:
         self.id = id
-        self.client = client
-        self.server = server
+        self.client_ip, self.client_port = client
+        self.server_ip, self.server_port = server
         self.protocol: str | None = None
         self.dialect: str | None = None
         self.packets = 0
@@ -38,6 +43,22 @@ class FlowInfo:
         self.last_ts = last_ts
         self.complete = False  # both SYN and FIN/RST seen
         self.community_id = community_id(client, server)
+
+    @property
+    def client(self) -> tuple[str, int]:
+        return self.client_ip, self.client_port
+
+    @client.setter
+    def client(self, ep: tuple[str, int]) -> None:
+        self.client_ip, self.client_port = ep
+
+    @property
+    def server(self) -> tuple[str, int]:
+        return self.server_ip, self.server_port
+
+    @server.setter
+    def server(self, ep: tuple[str, int]) -> None:
+        self.server_ip, self.server_port = ep
 
     @property
     def name(self) -> str:
@@ -60,13 +81,13 @@ class FlowInfo:
             self.notes += 1
 
     def to_plain(self) -> list[Any]:
-        """The slots in order, as JSON types (endpoints as lists)."""
-        return [list(v) if type(v) is tuple else v for v in (getattr(self, k) for k in self.__slots__)]
+        """The fields of ``PLAIN`` in order, as JSON types (endpoints as lists)."""
+        return [list(v) if type(v) is tuple else v for v in (getattr(self, k) for k in self.PLAIN)]
 
     @classmethod
     def from_plain(cls, values: list[Any]) -> FlowInfo:
         info = cls.__new__(cls)
-        for k, v in zip(cls.__slots__, values, strict=True):
+        for k, v in zip(cls.PLAIN, values, strict=True):
             setattr(info, k, tuple(v) if k in ("client", "server") else v)
         return info
 
@@ -76,20 +97,49 @@ def fmt_endpoint(ep: tuple[str, int]) -> str:
     return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
 
 
-class Side:
-    """One direction: reassembly plus the map from stream offsets back to packets.
+#: Endpoint texts made recently, so that the conversations of one server share its text (about
+#: 65 bytes each) instead of each holding its own copy. Bounded: emptied when full.
+_ENDPOINTS: dict[tuple[str, int], str] = {}
+_ENDPOINTS_MAX = 4096
 
-    Kept small, as 100,000 open conversations hold 200,000 of these: ``segments`` is a plain list
-    consumed from ``head`` (a deque costs about 600 bytes even when empty), ``sniff_buf`` exists
-    only while the protocol is undecided."""
 
-    __slots__ = ("reasm", "segments", "head", "sniff_buf", "fin", "endpoint", "peer", "last_ack")
+def endpoint_text(ip: str, port: int) -> str:
+    """:func:`fmt_endpoint`, the same string object for the same endpoint while it is remembered."""
+    key = (ip, port)
+    text = _ENDPOINTS.get(key)
+    if text is None:
+        if len(_ENDPOINTS) >= _ENDPOINTS_MAX:
+            _ENDPOINTS.clear()
+        text = _ENDPOINTS[key] = fmt_endpoint(key)
+    return text
 
-    def __init__(self, max_buffer: int) -> None:
-        self.reasm = StreamReassembler(max_buffer)
-        # (end offset, packet number, ts) of delivered data, oldest first from ``head``: the
-        # entries before it are consumed and dropped in batches (see :meth:`consumed`).
-        self.segments: list[tuple[int, int, float]] = []
+
+class Side(StreamReassembler):
+    """One direction: its reassembly (this object is its :class:`StreamReassembler`), the map from
+    stream offsets back to packets, and what the packet loop's fast path needs (it is the value of
+    the analyzer's flow-key map: ``conv`` and ``direction``).
+
+    Kept small, as 100,000 open conversations hold 200,000 of these: one object per direction
+    rather than a side, a reassembler and a tuple for the fast path; the newest delivered segment
+    inline (``seg_*``) and a list (``older``) only while earlier segments still hold bytes of a
+    frame not yet made (a list and a tuple per direction cost about 150 bytes); ``sniff_buf``
+    exists only while the protocol is undecided."""
+
+    __slots__ = ("conv", "direction", "seg_end", "seg_packet", "seg_ts", "older", "head", "sniff_buf", "fin",
+                 "endpoint", "peer", "last_ack")
+
+    def __init__(self, max_buffer: int, conv: Conversation | None = None, direction: Direction = _C2S) -> None:
+        super().__init__(max_buffer)
+        self.conv = conv
+        self.direction = direction
+        # The newest delivered data: its end offset, packet number and time (end -1: none yet).
+        self.seg_end = -1
+        self.seg_packet = 0
+        self.seg_ts = 0.0
+        # (end offset, packet number, ts) of the data delivered before it and not yet consumed,
+        # oldest first from ``head`` (the entries before it are dropped in batches, see
+        # :meth:`_consumed`); None when there are none, the usual case.
+        self.older: list[tuple[int, int, float]] | None = None
         self.head = 0
         self.sniff_buf: bytearray | None = None  # first bytes for the heuristics, while undecided
         self.fin = False
@@ -97,40 +147,77 @@ class Side:
         self.peer = ""  # the other side's endpoint
         self.last_ack: int | None = None  # the last acknowledgement number this side sent
 
+    @property
+    def segments(self) -> list[tuple[int, int, float]]:
+        """The unconsumed delivered segments, oldest first (a copy: for checkpoints and tests)."""
+        older = self.older[self.head:] if self.older is not None else []
+        return older + [(self.seg_end, self.seg_packet, self.seg_ts)] if self.seg_end >= 0 else older
+
+    def add(self, end: int, packet: int, ts: float) -> None:
+        """Data ending at stream offset ``end`` was delivered from ``packet`` at ``ts``."""
+        if self.seg_end >= 0:
+            entry = (self.seg_end, self.seg_packet, self.seg_ts)
+            older = self.older
+            if older is None:
+                self.older = [entry]
+            else:
+                older.append(entry)
+                if len(older) - self.head >= 100_000:  # a dissector that never makes a frame
+                    self.head += 1
+                    self._consumed()
+        self.seg_end, self.seg_packet, self.seg_ts = end, packet, ts
+
+    def only_newest(self) -> None:
+        """Every segment but the newest is done with."""
+        self.older = None
+        self.head = 0
+
     def packets_for(self, start: int, end: int) -> tuple[int, int, float]:
         """Packet numbers holding stream bytes [start, end) and the time of the last one; the
-        segments ending at or before ``start`` are consumed (the last one always stays)."""
-        segs = self.segments
-        h = self.head
-        n = len(segs)
-        while n - h > 1 and segs[h][0] <= start:
-            h += 1
-        self.head = h
-        if h == n:
+        segments ending at or before ``start`` are consumed (the newest always stays)."""
+        if self.seg_end < 0:
             return 0, 0, 0.0
-        first = last = segs[h][1]
-        ts = segs[h][2]
-        for i in range(h, n):
-            seg_end, last, ts = segs[i]
-            if seg_end >= end:
-                break
-        return first, last, ts
+        older = self.older
+        if older is not None:
+            h = self.head
+            n = len(older)
+            while h < n and older[h][0] <= start:
+                h += 1
+            if h == n:  # all consumed: the newest alone is left
+                self.older = None
+                self.head = 0
+            else:
+                self.head = h
+                self._consumed()
+                h = self.head
+                n = len(older)
+                first = older[h][1]
+                for i in range(h, n):
+                    seg_end, last, ts = older[i]
+                    if seg_end >= end:
+                        return first, last, ts
+                return first, self.seg_packet, self.seg_ts
+        return self.seg_packet, self.seg_packet, self.seg_ts
 
-    def consumed(self) -> None:
+    def _consumed(self) -> None:
         """Drop the consumed entries once they are at least half the list: amortised O(1) per
         entry, and an idle side keeps at most as many dead entries as live ones."""
         h = self.head
-        if h and 2 * h >= len(self.segments):
-            del self.segments[:h]
+        older = self.older
+        if h and older is not None and 2 * h >= len(older):
+            del older[:h]
             self.head = 0
 
     def to_plain(self) -> dict[str, Any]:
-        return {"reasm": self.reasm.to_plain(), "segments": [list(s) for s in self.segments[self.head:]],
+        return {"reasm": super().to_plain(), "segments": [list(s) for s in self.segments],
                 "sniff": b64(self.sniff_buf or b""), "fin": self.fin, "last_ack": self.last_ack}
 
     def load(self, d: dict[str, Any]) -> None:
-        self.reasm = StreamReassembler.from_plain(d["reasm"])
-        self.segments = [tuple(s) for s in d["segments"]]  # type: ignore[misc]
+        self.load_plain(d["reasm"])
+        segs = [tuple(s) for s in d["segments"]]
+        if segs:
+            self.seg_end, self.seg_packet, self.seg_ts = segs.pop()
+        self.older = segs or None  # type: ignore[assignment]
         self.head = 0
         self.sniff_buf = bytearray(unb64(d["sniff"])) if d["sniff"] else None
         self.fin, self.last_ack = d["fin"], d["last_ack"]
@@ -150,10 +237,10 @@ class Conversation:
         self.info = info
         self.key = flow_key(info.client, info.server)  # the client-to-server direction's
         # One slot per direction rather than a dict keyed by Direction (about 200 bytes more).
-        self.c2s = c = Side(max_buffer)
-        self.s2c = s = Side(max_buffer)
-        c.endpoint = s.peer = fmt_endpoint(info.client)
-        s.endpoint = c.peer = fmt_endpoint(info.server)
+        self.c2s = c = Side(max_buffer, self, _C2S)
+        self.s2c = s = Side(max_buffer, self, _S2C)
+        c.endpoint = s.peer = endpoint_text(info.client_ip, info.client_port)
+        s.endpoint = c.peer = endpoint_text(info.server_ip, info.server_port)
         self.dissector: Dissector | None = None
         self.conn: Connection | None = None
         # Stream events held back while the protocol is not yet known (None: none, the usual case).
@@ -177,5 +264,7 @@ class Conversation:
 
     def release(self) -> None:
         """The conversation is finished: drop both directions' state. A stale wake-up entry may
-        still hold this object until it is popped, so it must keep nothing big."""
+        still hold this object until it is popped, so it must keep nothing big. (The sides point
+        back here, but nothing points to them any more, so they go at once, without the cyclic
+        garbage collector.)"""
         self.c2s = self.s2c = _RELEASED

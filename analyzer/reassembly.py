@@ -212,17 +212,22 @@ class StreamReassembler:
     @classmethod
     def from_plain(cls, d: dict[str, Any]) -> StreamReassembler:
         r = cls(d["max_buffer"])
-        r.next_seq, r.next_abs = d["next_seq"], d["next_abs"]
+        r.load_plain(d)
+        return r
+
+    def load_plain(self, d: dict[str, Any]) -> None:
+        """The state of :meth:`to_plain` back into this (fresh) reassembler."""
+        self.max_buffer = d["max_buffer"]
+        self.next_seq, self.next_abs = d["next_seq"], d["next_abs"]
         if d["pending"]:
-            r.pending, r.order = {}, []
+            self.pending, self.order = {}, []
             for off, data, packet, ts in d["pending"]:
                 raw = unb64(data)
-                r.pending[off] = (raw, packet, ts)
-                r.pending_bytes += len(raw)
-                r.order.append(off)  # sorted: already a heap
-        r.tail = bytearray(unb64(d["tail"])) if d["tail"] else None
-        r.tail_start, r.fin_abs, r.acked_abs = d["tail_start"], d["fin_abs"], d["acked_abs"]
-        return r
+                self.pending[off] = (raw, packet, ts)
+                self.pending_bytes += len(raw)
+                self.order.append(off)  # sorted: already a heap
+        self.tail = bytearray(unb64(d["tail"])) if d["tail"] else None
+        self.tail_start, self.fin_abs, self.acked_abs = d["tail_start"], d["fin_abs"], d["acked_abs"]
 
     # ------------------------------------------------------------------ internals
     def _advance(self, payload: bytes, n: int) -> None:

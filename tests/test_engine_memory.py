@@ -19,11 +19,11 @@ from tests.toy import ToyDissector
 
 def quiet_side(side: Side) -> None:
     """What one direction of an open, quiet, fully acknowledged conversation may hold (its last
-    frame lies in one segment: the entries kept are those from the last frame's start on)."""
-    r = side.reasm
+    frame lies in one segment: only that segment is kept, inline, with no list of older ones)."""
+    r = side  # a side is its own reassembler
     assert r.tail is None and r.pending is None and r.order is None and r.pending_bytes == 0
     assert side.sniff_buf is None
-    assert len(side.segments) - side.head <= 1 and side.head <= 1
+    assert side.older is None and side.head == 0 and len(side.segments) == 1
 
 
 def test_a_quiet_conversation_keeps_no_stream_bytes(tmp_path: Path):
@@ -152,3 +152,21 @@ def test_frames_released_by_an_acknowledgement_stream_out_one_at_a_time(tmp_path
     fed_then, frames, lines = _fed_at_first_release(tmp_path, hole=True)
     assert frames == lines - 2  # the lost line, and the next one the toy skips to resynchronise
     assert fed_then <= 2 * 11
+
+
+def test_a_side_keeps_a_list_only_while_earlier_segments_hold_unmade_frames():
+    s = Side(1 << 20, None, Direction.C2S)
+    assert s.packets_for(0, 10) == (0, 0, 0.0)  # nothing delivered yet
+    s.add(10, 1, 1.0)
+    assert s.older is None and s.segments == [(10, 1, 1.0)]  # one segment: inline, no list
+    s.add(20, 2, 2.0)
+    s.add(30, 3, 3.0)
+    assert s.segments == [(10, 1, 1.0), (20, 2, 2.0), (30, 3, 3.0)]
+    assert s.packets_for(5, 25) == (1, 3, 3.0)  # a frame spanning all three
+    assert s.packets_for(12, 18) == (2, 2, 2.0)  # the first is consumed now
+    assert s.segments == [(20, 2, 2.0), (30, 3, 3.0)]
+    restored = Side(1 << 20, None, Direction.C2S)  # checkpoints keep the unconsumed ones
+    restored.load(s.to_plain())
+    assert restored.segments == s.segments and restored.older == [(20, 2, 2.0)]
+    assert s.packets_for(30, 40) == (3, 3, 3.0)  # past the older ones: the list goes
+    assert s.older is None and s.segments == [(30, 3, 3.0)]
