@@ -230,6 +230,10 @@ class Connection:
     :meth:`Dissector.resume` can continue from it (see :mod:`dissectors.kit.state`).
     """
 
+    # No instance dict here, so that a subclass declaring __slots__ is as small as it says (there can
+    # be 100,000 open connections); subclasses without __slots__ get their dict as usual.
+    __slots__ = ()
+
     #: The protocol variant seen so far (e.g. ``"2020-draft"``), or None when plain/unknown.
     dialect: str | None = None
 
