@@ -153,6 +153,18 @@ def test_mechanism_tune_and_incomplete() -> None:
     assert [f.id for f in loose] == ["amqp091.handshake.incomplete"]
 
 
+def test_a_connection_dropped_during_the_handshake_is_one_finding() -> None:
+    # The client hangs up after connection.start: the unanswered start is what handshake.incomplete
+    # says, not a second finding. A request outstanding on a channel is still its own finding.
+    s = E.Script().c(E.PROTOCOL_HEADER).s(E.method("Connection.Start", mechanisms="PLAIN"))
+    frames, loose = run(s)
+    assert all_ids(frames, loose) == ["amqp091.handshake.incomplete"]
+    assert "start_ok" in loose[0].message or "StartOk" in loose[0].message
+    s = E.Script().handshake().open_channel(1).c(E.method("Queue.Declare", 1, queue="q"))
+    frames, loose = run(s)
+    assert [f.id for f in loose] == ["amqp091.correlation.unanswered"]
+
+
 # ------------------------------------------------------------------------------------------ framing
 def test_bad_frame_end() -> None:
     s = base().c(E.frame(1, 1, E.method_payload("Basic.Qos", {"prefetch-count": 1}), end=0x00))

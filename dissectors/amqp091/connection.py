@@ -208,13 +208,17 @@ class Amqp091Connection(BaseConnection):
             return out
         for side in (self.side_c2s, self.side_s2c):
             out.extend(side.end(R.FRAMING_RESYNC, R.FRAMING_INCOMPLETE))
+        describe = _unanswered
         if not self.midstream:
             f = HANDSHAKE.at_end(self.hs, "the connection")
             if f is not None:
                 out.append(f)
+                # The handshake step left unanswered is what handshake.incomplete reports: one event,
+                # one finding.
+                describe = _unanswered_beyond_handshake
         if self.silence is not None:
             out.extend(self.silence.due(ts, R.HEARTBEAT_SILENCE))
-        out.extend(self.corr.unanswered(R.UNANSWERED, _unanswered))
+        out.extend(self.corr.unanswered(R.UNANSWERED, describe))
         for content in (self.content_c2s, self.content_s2c):
             if content is not None:
                 out.extend(content.incomplete())
@@ -560,6 +564,10 @@ class Amqp091Connection(BaseConnection):
         self.limit = fm_c
         cap = max(fm_c * 4, PRE_TUNE_CAP) if fm_c else UNLIMITED_CAP
         self.side_c2s.cap = self.side_s2c.cap = cap
+
+
+def _unanswered_beyond_handshake(d: str, ch: Any, entry: list) -> str | None:
+    return None if not ch and entry[0].startswith("Connection.") else _unanswered(d, ch, entry)
 
 
 def _unanswered(d: str, ch: Any, entry: list) -> str | None:
