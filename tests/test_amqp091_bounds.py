@@ -17,6 +17,7 @@ from analyzer.api import Direction
 from dissectors.amqp091 import Amqp091Dissector
 from dissectors.amqp091 import encode as E
 from dissectors.amqp091.tracking import Ranges
+from tests.state_walk import containers
 
 C2S, S2C = Direction.C2S, Direction.S2C
 
@@ -104,25 +105,6 @@ def test_ranges_behave_as_a_set(ops: list[tuple[str, int]]) -> None:
         assert len(r) == len(model) and all((v in r) == (v in model) for v in range(-1, 62))
 
 
-def _containers(obj: object, path: str = "conn") -> list[tuple[str, object]]:
-    """Every mutable container reachable from a connection's state (slots of its objects), by path."""
-    found: list[tuple[str, object]] = []
-    if isinstance(obj, (dict, list, set, bytearray)):
-        found.append((path, obj))
-        items = obj.items() if isinstance(obj, dict) else enumerate(obj) if not isinstance(obj, (set, bytearray)) else ()
-        for k, v in items:
-            found += _containers(v, f"{path}[{k!r}]")
-    elif isinstance(obj, tuple):
-        for i, v in enumerate(obj):
-            found += _containers(v, f"{path}[{i}]")
-    elif hasattr(type(obj), "_plain_name"):
-        for klass in type(obj).__mro__:
-            for name in getattr(klass, "__slots__", ()):
-                if hasattr(obj, name):
-                    found += _containers(getattr(obj, name), f"{path}.{name}")
-    return found
-
-
 def test_an_established_connection_keeps_no_empty_tables() -> None:
     """After the handshake and one channel open (the idle connection of the 100,000-connection
     hostile case), nothing is allocated for what is not happening: no empty dict, list or buffer, no
@@ -131,7 +113,7 @@ def test_an_established_connection_keeps_no_empty_tables() -> None:
     conn = Amqp091Dissector().connection(False)
     for d, data, ts in E.Script().handshake().open_channel(1).steps:
         list(conn.feed(d, data, ts))
-    empty = [path for path, c in _containers(conn) if not c]
+    empty = [path for path, c in containers(conn) if not c]
     assert empty == []
     assert conn.chans == {1: "open"} and conn.tracks is None and conn.silence is None
     assert conn.content_c2s is None and conn.content_s2c is None
@@ -146,4 +128,4 @@ def test_an_established_connection_keeps_no_empty_tables() -> None:
     list(conn.feed(S2C, E.method("Channel.CloseOk", 1), 1.3))
     assert conn.content_c2s is None and conn.tracks is None and conn.corr.c2s is None
     again = Amqp091Dissector().resume(json.loads(json.dumps(conn.snapshot())))
-    assert [path for path, c in _containers(again) if not c] == []
+    assert [path for path, c in containers(again) if not c] == []

@@ -25,33 +25,15 @@ from dissectors.rabbitmq_stream.encode import (
     simple_entry,
 )
 from tests.replay import normal
+from tests.state_walk import containers
 
 C2S, S2C = Direction.C2S, Direction.S2C
 D = RabbitMQStreamDissector()
 TABLES = ("publishers", "unconfirmed", "credit", "sub_stream", "gone")
 
 
-def _containers(obj: object, path: str = "conn") -> list[tuple[str, object]]:
-    """Every mutable container reachable from a connection's state (slots of its objects), by path."""
-    found: list[tuple[str, object]] = []
-    if isinstance(obj, (dict, list, set, bytearray)):
-        found.append((path, obj))
-        items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list) else ()
-        for k, v in items:
-            found += _containers(v, f"{path}[{k!r}]")
-    elif isinstance(obj, tuple):
-        for i, v in enumerate(obj):
-            found += _containers(v, f"{path}[{i}]")
-    elif hasattr(type(obj), "_plain_name"):
-        for klass in type(obj).__mro__:
-            for name in getattr(klass, "__slots__", ()):
-                if hasattr(obj, name):
-                    found += _containers(getattr(obj, name), f"{path}.{name}")
-    return found
-
-
 def empty(conn: StreamConnection) -> list[str]:
-    return [path for path, c in _containers(conn) if not c]
+    return [path for path, c in containers(conn) if not c]
 
 
 def feed(conn: StreamConnection, steps: list[tuple[Direction, bytes]], t0: float = 1_700_000_000.0) -> list[Frame]:
@@ -78,7 +60,7 @@ def chunk(first: int, n: int = 1) -> bytes:
     return build_chunk([simple_entry(encode_message(f"m{first + i}".encode())) for i in range(n)], n, first)
 
 
-def test_a_handshaken_connection_keeps_no_empty_containers() -> None:
+def test_a_handshaken_connection_keeps_no_emptycontainers() -> None:
     """After the handshake nothing is allocated for what is not happening: no publisher or
     subscription table, no outstanding-request table, no buffered bytes, one framer object per
     direction (which measures frames itself: no closures), and a heartbeat timer only when
