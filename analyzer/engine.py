@@ -40,7 +40,7 @@ from analyzer.checkpoint import (
     snapshot,
 )
 from analyzer.community_id import community_id
-from analyzer.flows import Conversation, FlowInfo, Side, fmt_endpoint
+from analyzer.flows import Conversation, FlowInfo, Side, endpoint_text, fmt_endpoint
 from analyzer.packets import (
     ACK,
     FIN,
@@ -252,13 +252,15 @@ class Analyzer:
         is given back as a generator, so that however many frames one packet releases they stream
         out one at a time instead of being collected first."""
         conv = side.conv
-        direction = side.direction
+        direction = _C2S if conv.c2s is side else _S2C
         info = conv.info
         info.packets += 1
         info.last_ts = ts
         if flags & ACK and ack != side.last_ack:
-            side.last_ack = ack
-            peer = (conv.s2c if direction is _C2S else conv.c2s).peer_ack(ack, number, ts)
+            other = conv.s2c if direction is _C2S else conv.c2s
+            # Usually the other direction's next sequence number: share that int object.
+            side.last_ack = other.next_seq if ack == other.next_seq else ack
+            peer = other.peer_ack(ack, number, ts)
             if peer:
                 return self._fast_released(conv, direction, side, peer, seq, payload, number, ts)
         if payload:
@@ -463,7 +465,6 @@ class Analyzer:
         info.client, info.server = info.server, info.client
         info.bytes_c2s, info.bytes_s2c = info.bytes_s2c, info.bytes_c2s
         conv.c2s, conv.s2c = conv.s2c, conv.c2s
-        conv.c2s.direction, conv.s2c.direction = _C2S, _S2C
         if conv.pending is not None:
             conv.pending = [(d.other, ev) for d, ev in conv.pending]
         del self._live[conv.key]
@@ -525,18 +526,22 @@ class Analyzer:
         assert conn is not None
         try:
             if data is not None:
+                end = offset + len(data)
+                reasm = conv.c2s if direction is _C2S else conv.s2c
+                if end == reasm.next_abs:
+                    end = reasm.next_abs  # the same int object: an idle direction keeps one of them
                 # The segment is recorded only after the dissector has seen it: when it makes
                 # frames lying wholly in it, _emit records it as the only one left without first
                 # moving the previous one into a list (a list and a tuple per packet).
                 try:
                     out = conn.feed(direction, data, ts)
                 except Exception:
-                    (conv.c2s if direction is _C2S else conv.s2c).add(offset + len(data), packet, ts)
+                    (conv.c2s if direction is _C2S else conv.s2c).add(end, packet, ts)
                     raise
                 if out:
-                    result = self._emit(conv, out, direction, offset, packet, ts, offset + len(data))
+                    result = self._emit(conv, out, direction, offset, packet, ts, end)
                 else:
-                    (conv.c2s if direction is _C2S else conv.s2c).add(offset + len(data), packet, ts)
+                    (conv.c2s if direction is _C2S else conv.s2c).add(end, packet, ts)
                     result = _NOTHING
             else:
                 out = conn.gap(direction, lost, ts)
@@ -573,6 +578,7 @@ class Analyzer:
         protocol = info.protocol or ""
         here = (packet, packet)  # shared by the frames of this one segment
         unrecorded = fed is not None  # the fed segment is not in its side's segments yet
+        cli = srv = None  # the endpoints' texts, made for the first frame (not kept per conversation)
         n_frames = 0
         for ev in events:
             if isinstance(ev, Frame):
@@ -583,7 +589,6 @@ class Analyzer:
                     if unrecorded:  # once per call: the later frames find it done
                         unrecorded = False
                         side.older = None
-                        side.head = 0
                         side.seg_end, side.seg_packet, side.seg_ts = fed_end, packet, ts
                     elif side.older is not None:
                         side.only_newest()
@@ -605,8 +610,13 @@ class Analyzer:
                 ev.flow = fid
                 ev.community_id = cid
                 ev.file = None  # set when events are given back per file (_localised)
-                ev.src = side.endpoint
-                ev.dst = side.peer
+                if cli is None:
+                    cli = endpoint_text(info.client_ip, info.client_port)
+                    srv = endpoint_text(info.server_ip, info.server_port)
+                if side is c2s:
+                    ev.src, ev.dst = cli, srv
+                else:
+                    ev.src, ev.dst = srv, cli
                 ev.protocol = protocol
                 ref = ev.ref
                 if ref is not None:  # the dissector kept a reference: later findings can point here

@@ -3,6 +3,7 @@ and the state of an open one (:class:`Conversation`, one :class:`Side` per direc
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from analyzer.api import Connection, Direction, Dissector, Severity
@@ -29,7 +30,15 @@ class FlowInfo:
                  last_ts: float = 0.0) -> None:
         self.id = id
         self.client_ip, self.client_port = client
-        self.server_ip, self.server_port = server
+        self.server_ip, port = server
+        # The conversations of one server share its port number (an int above 256 is an object of
+        # 28 bytes); bounded like the endpoint texts.
+        shared = _PORTS.get(port)
+        if shared is None:
+            if len(_PORTS) >= _ENDPOINTS_MAX:
+                _PORTS.clear()
+            shared = _PORTS[port] = port
+        self.server_port = shared
         self.protocol: str | None = None
         self.dialect: str | None = None
         self.packets = 0
@@ -101,6 +110,8 @@ def fmt_endpoint(ep: tuple[str, int]) -> str:
 #: 65 bytes each) instead of each holding its own copy. Bounded: emptied when full.
 _ENDPOINTS: dict[tuple[str, int], str] = {}
 _ENDPOINTS_MAX = 4096
+#: Server port numbers seen recently (see :class:`FlowInfo`), emptied when full.
+_PORTS: dict[int, int] = {}
 
 
 def endpoint_text(ip: str, port: int) -> str:
@@ -114,6 +125,26 @@ def endpoint_text(ip: str, port: int) -> str:
     return text
 
 
+class Older(list[tuple[int, int, float]]):
+    """The older delivered segments of a :class:`Side`: a list that carries how many of its first
+    entries are consumed (``head``), so that the side needs no slot for it while it has no list."""
+
+    __slots__ = ("head",)
+
+    def __init__(self, entries: Iterable[tuple[int, int, float]] = ()) -> None:
+        super().__init__(entries)
+        self.head = 0
+
+
+def _consumed(older: Older) -> None:
+    """Drop the consumed entries once they are at least half the list: amortised O(1) per
+    entry, and an idle side keeps at most as many dead entries as live ones."""
+    h = older.head
+    if h and 2 * h >= len(older):
+        del older[:h]
+        older.head = 0
+
+
 class Side(StreamReassembler):
     """One direction: its reassembly (this object is its :class:`StreamReassembler`), the map from
     stream offsets back to packets, and what the packet loop's fast path needs (it is the value of
@@ -123,34 +154,89 @@ class Side(StreamReassembler):
     rather than a side, a reassembler and a tuple for the fast path; the newest delivered segment
     inline (``seg_*``) and a list (``older``) only while earlier segments still hold bytes of a
     frame not yet made (a list and a tuple per direction cost about 150 bytes); ``sniff_buf``
-    exists only while the protocol is undecided."""
+    exists only while the protocol is undecided, in the reassembler's :class:`Rare` (None in the
+    common case, as are the out-of-order fields kept there). The endpoints' texts are not kept:
+    they are made from :class:`FlowInfo` when frames are stamped."""
 
-    __slots__ = ("conv", "direction", "seg_end", "seg_packet", "seg_ts", "older", "head", "sniff_buf", "fin",
-                 "endpoint", "peer", "last_ack")
+    __slots__ = ("conv", "seg_end", "seg_packet", "seg_ts", "older", "last_ack")
 
-    def __init__(self, max_buffer: int, conv: Conversation | None = None, direction: Direction = _C2S) -> None:
+    def __init__(self, max_buffer: int, conv: Conversation | None = None) -> None:
         super().__init__(max_buffer)
         self.conv = conv
-        self.direction = direction
         # The newest delivered data: its end offset, packet number and time (end -1: none yet).
         self.seg_end = -1
         self.seg_packet = 0
         self.seg_ts = 0.0
         # (end offset, packet number, ts) of the data delivered before it and not yet consumed,
-        # oldest first from ``head`` (the entries before it are dropped in batches, see
-        # :meth:`_consumed`); None when there are none, the usual case.
-        self.older: list[tuple[int, int, float]] | None = None
-        self.head = 0
-        self.sniff_buf: bytearray | None = None  # first bytes for the heuristics, while undecided
-        self.fin = False
-        self.endpoint = ""
-        self.peer = ""  # the other side's endpoint
+        # oldest first from its ``head`` (the entries before it are dropped in batches, see
+        # :func:`_consumed`); None when there are none, the usual case.
+        self.older: Older | None = None
         self.last_ack: int | None = None  # the last acknowledgement number this side sent
+
+    @property
+    def sniff_buf(self) -> bytearray | None:
+        """The first bytes for the heuristics, while the protocol is undecided (else None)."""
+        rare = self.rare
+        return None if rare is None else rare.sniff_buf
+
+    @sniff_buf.setter
+    def sniff_buf(self, buf: bytearray | None) -> None:
+        rare = self.rare
+        if buf is not None:
+            self._rare().sniff_buf = buf
+        elif rare is not None:
+            rare.sniff_buf = None
+            if rare.empty():
+                self.rare = None
+
+    @property
+    def direction(self) -> Direction:
+        """Which direction this is: the conversation's ``c2s`` or ``s2c`` (C2S without one)."""
+        conv = self.conv
+        return _S2C if conv is not None and conv.s2c is self else _C2S
+
+    @property
+    def fin(self) -> bool:
+        """This direction sent a FIN."""
+        rare = self.rare
+        return rare is not None and rare.fin
+
+    @fin.setter
+    def fin(self, fin: bool) -> None:
+        rare = self.rare
+        if fin:
+            self._rare().fin = True
+        elif rare is not None:
+            rare.fin = False
+            if rare.empty():
+                self.rare = None
+
+    @property
+    def endpoint(self) -> str:
+        """This direction's sender as text (checkpoints and tests; not kept per side)."""
+        info = self.conv.info  # type: ignore[union-attr]
+        if self.direction is _C2S:
+            return endpoint_text(info.client_ip, info.client_port)
+        return endpoint_text(info.server_ip, info.server_port)
+
+    @property
+    def peer(self) -> str:
+        """The other direction's sender as text."""
+        info = self.conv.info  # type: ignore[union-attr]
+        if self.direction is _C2S:
+            return endpoint_text(info.server_ip, info.server_port)
+        return endpoint_text(info.client_ip, info.client_port)
+
+    @property
+    def head(self) -> int:
+        """How many entries at the front of ``older`` are consumed (0 without ``older``)."""
+        older = self.older
+        return 0 if older is None else older.head
 
     @property
     def segments(self) -> list[tuple[int, int, float]]:
         """The unconsumed delivered segments, oldest first (a copy: for checkpoints and tests)."""
-        older = self.older[self.head:] if self.older is not None else []
+        older = self.older[self.older.head:] if self.older is not None else []
         return older + [(self.seg_end, self.seg_packet, self.seg_ts)] if self.seg_end >= 0 else older
 
     def add(self, end: int, packet: int, ts: float) -> None:
@@ -159,18 +245,17 @@ class Side(StreamReassembler):
             entry = (self.seg_end, self.seg_packet, self.seg_ts)
             older = self.older
             if older is None:
-                self.older = [entry]
+                self.older = Older((entry,))
             else:
                 older.append(entry)
-                if len(older) - self.head >= 100_000:  # a dissector that never makes a frame
-                    self.head += 1
-                    self._consumed()
+                if len(older) - older.head >= 100_000:  # a dissector that never makes a frame
+                    older.head += 1
+                    _consumed(older)
         self.seg_end, self.seg_packet, self.seg_ts = end, packet, ts
 
     def only_newest(self) -> None:
         """Every segment but the newest is done with."""
         self.older = None
-        self.head = 0
 
     def packets_for(self, start: int, end: int) -> tuple[int, int, float]:
         """Packet numbers holding stream bytes [start, end) and the time of the last one; the
@@ -179,17 +264,16 @@ class Side(StreamReassembler):
             return 0, 0, 0.0
         older = self.older
         if older is not None:
-            h = self.head
+            h = older.head
             n = len(older)
             while h < n and older[h][0] <= start:
                 h += 1
             if h == n:  # all consumed: the newest alone is left
                 self.older = None
-                self.head = 0
             else:
-                self.head = h
-                self._consumed()
-                h = self.head
+                older.head = h
+                _consumed(older)
+                h = older.head
                 n = len(older)
                 first = older[h][1]
                 for i in range(h, n):
@@ -198,15 +282,6 @@ class Side(StreamReassembler):
                         return first, last, ts
                 return first, self.seg_packet, self.seg_ts
         return self.seg_packet, self.seg_packet, self.seg_ts
-
-    def _consumed(self) -> None:
-        """Drop the consumed entries once they are at least half the list: amortised O(1) per
-        entry, and an idle side keeps at most as many dead entries as live ones."""
-        h = self.head
-        older = self.older
-        if h and older is not None and 2 * h >= len(older):
-            del older[:h]
-            self.head = 0
 
     def to_plain(self) -> dict[str, Any]:
         return {"reasm": super().to_plain(), "segments": [list(s) for s in self.segments],
@@ -217,8 +292,7 @@ class Side(StreamReassembler):
         segs = [tuple(s) for s in d["segments"]]
         if segs:
             self.seg_end, self.seg_packet, self.seg_ts = segs.pop()
-        self.older = segs or None  # type: ignore[assignment]
-        self.head = 0
+        self.older = Older(segs) if segs else None
         self.sniff_buf = bytearray(unb64(d["sniff"])) if d["sniff"] else None
         self.fin, self.last_ack = d["fin"], d["last_ack"]
 
@@ -231,16 +305,14 @@ class Conversation:
     """An open conversation: both directions, its dissector once chosen, and its wake-up entry."""
 
     __slots__ = ("info", "key", "c2s", "s2c", "dissector", "conn", "pending", "undecided", "midstream", "closed",
-                 "isn_client", "timed", "deadline", "wake_at", "wake_seq")
+                 "isn_client", "timed", "deadline", "wake")
 
     def __init__(self, info: FlowInfo, max_buffer: int, midstream: bool) -> None:
         self.info = info
         self.key = flow_key(info.client, info.server)  # the client-to-server direction's
         # One slot per direction rather than a dict keyed by Direction (about 200 bytes more).
-        self.c2s = c = Side(max_buffer, self, _C2S)
-        self.s2c = s = Side(max_buffer, self, _S2C)
-        c.endpoint = s.peer = endpoint_text(info.client_ip, info.client_port)
-        s.endpoint = c.peer = endpoint_text(info.server_ip, info.server_port)
+        self.c2s = Side(max_buffer, self)
+        self.s2c = Side(max_buffer, self)
         self.dissector: Dissector | None = None
         self.conn: Connection | None = None
         # Stream events held back while the protocol is not yet known (None: none, the usual case).
@@ -251,8 +323,21 @@ class Conversation:
         self.isn_client: int | None = None
         self.timed = False  # the dissector's connection has deadlines (overrides Connection.deadline)
         self.deadline: float | None = None  # its last answer
-        self.wake_at: float | None = None  # the time of this conversation's valid heap entry
-        self.wake_seq = 0  # and its sequence number: any other entry for it is stale
+        # This conversation's valid wake-up heap entry, (time, sequence number, self): any other
+        # entry for it is stale. None while it has none.
+        self.wake: tuple[float, int, Conversation] | None = None
+
+    @property
+    def wake_at(self) -> float | None:
+        """The time of the valid wake-up entry (None: none)."""
+        wake = self.wake
+        return None if wake is None else wake[0]
+
+    @property
+    def wake_seq(self) -> int:
+        """The sequence number of the valid wake-up entry (0: none)."""
+        wake = self.wake
+        return 0 if wake is None else wake[1]
 
     def side(self, direction: Direction) -> Side:
         return self.c2s if direction is _C2S else self.s2c

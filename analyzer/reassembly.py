@@ -64,29 +64,76 @@ Event = Data | Gap | Note
 _new = tuple.__new__  # builds a named tuple without its Python-level constructor (hot path)
 
 
-class StreamReassembler:
-    __slots__ = ("max_buffer", "next_seq", "next_abs", "pending", "order", "pending_bytes", "tail", "tail_start",
-                 "fin_abs", "acked_abs")
+class Rare:
+    """The state a direction needs only off the in-order path: out-of-order data, the FIN's offset,
+    and (for the engine's sides) the bytes kept for the protocol heuristics and whether a FIN was
+    seen. One object, None in the common case (:meth:`StreamReassembler.segment`'s fast path
+    requires that), instead of six slots in every direction of every conversation."""
 
-    def __init__(self, max_buffer: int = 8 * 1024 * 1024) -> None:
-        self.max_buffer = max_buffer
-        self.next_seq: int | None = None  # sequence number of the next expected byte
-        self.next_abs = 0  # its stream offset
-        # Out-of-order data, offset -> (data, packet, ts); None while nothing waits (most of the time:
-        # an empty dict and list for every direction of 100,000 idle conversations add up, and a
-        # dict emptied after holding many entries keeps its large table).
+    __slots__ = ("pending", "order", "pending_bytes", "fin_abs", "sniff_buf", "fin")
+
+    def __init__(self) -> None:
+        # Out-of-order data, offset -> (data, packet, ts); None while nothing waits (a dict emptied
+        # after holding many entries keeps its large table).
         self.pending: dict[int, tuple[bytes, int, float]] | None = None
         # The keys of ``pending`` as a min-heap: the lowest waiting offset in O(1), insertion in
         # O(log n) (a ``min()`` per segment made reversed delivery quadratic). Always the same set
         # as ``pending``'s keys: entries are only ever removed lowest first. None with ``pending``.
         self.order: list[int] | None = None
         self.pending_bytes = 0
-        # Delivered bytes not yet acknowledged, ending at next_abs and starting at tail_start (which
-        # is next_abs when there are none: then None, not an empty bytearray, for idle directions).
-        self.tail: bytearray | None = None
-        self.tail_start = 0
         self.fin_abs: int | None = None
+        self.sniff_buf: bytearray | None = None  # see :class:`analyzer.flows.Side`
+        self.fin = False  # see :class:`analyzer.flows.Side`
+
+    def empty(self) -> bool:
+        return self.pending is None and self.fin_abs is None and self.sniff_buf is None and not self.fin
+
+
+class StreamReassembler:
+    __slots__ = ("max_buffer", "next_seq", "next_abs", "tail", "acked_abs", "rare")
+
+    def __init__(self, max_buffer: int = 8 * 1024 * 1024) -> None:
+        self.max_buffer = max_buffer
+        self.next_seq: int | None = None  # sequence number of the next expected byte
+        self.next_abs = 0  # its stream offset
+        # Delivered bytes not yet acknowledged, ending at next_abs (so starting at :attr:`tail_start`,
+        # not kept); None, not an empty bytearray, when there are none (idle directions).
+        self.tail: bytearray | None = None
         self.acked_abs = 0  # highest offset the peer acknowledged
+        # Out-of-order data and the FIN's offset (see :class:`Rare`); None while there are none.
+        self.rare: Rare | None = None
+
+    @property
+    def tail_start(self) -> int:
+        """The stream offset of ``tail``'s first byte (``next_abs`` when there is no tail)."""
+        tail = self.tail
+        return self.next_abs if tail is None else self.next_abs - len(tail)
+
+    @property
+    def pending(self) -> dict[int, tuple[bytes, int, float]] | None:
+        rare = self.rare
+        return None if rare is None else rare.pending
+
+    @property
+    def order(self) -> list[int] | None:
+        rare = self.rare
+        return None if rare is None else rare.order
+
+    @property
+    def pending_bytes(self) -> int:
+        rare = self.rare
+        return 0 if rare is None else rare.pending_bytes
+
+    @property
+    def fin_abs(self) -> int | None:
+        rare = self.rare
+        return None if rare is None else rare.fin_abs
+
+    def _rare(self) -> Rare:
+        rare = self.rare
+        if rare is None:
+            rare = self.rare = Rare()
+        return rare
 
     def syn(self, seq: int) -> None:
         if self.next_seq is None or self.next_abs == 0 and not self.pending:
@@ -100,7 +147,7 @@ class StreamReassembler:
         return self.next_abs + d
 
     def segment(self, seq: int, payload: bytes, fin: bool, packet: int, ts: float) -> list[Event]:
-        if seq == self.next_seq and not fin and not self.pending and payload:
+        if seq == self.next_seq and not fin and payload and self.rare is None:
             # The common case, kept short: the next bytes, in order.
             start = self.next_abs
             n = len(payload)
@@ -120,8 +167,9 @@ class StreamReassembler:
         n = len(payload)
         if fin:
             end = start + n
-            if self.fin_abs is None or end < self.fin_abs:
-                self.fin_abs = end
+            rare = self._rare()
+            if rare.fin_abs is None or end < rare.fin_abs:
+                rare.fin_abs = end
         if not n:
             return []
         nxt = self.next_abs
@@ -140,22 +188,23 @@ class StreamReassembler:
             out.append(Data(start, payload, packet, ts))
             self._drain(out)
             return out
-        pending, order = self.pending, self.order
+        rare = self._rare()
+        pending, order = rare.pending, rare.order
         if pending is None or order is None:
-            pending, order = self.pending, self.order = {}, []
+            pending, order = rare.pending, rare.order = {}, []
         old = pending.get(start)
         if old is None or len(old[0]) < n:
             if old is None:
                 heapq.heappush(order, start)
             else:
-                self.pending_bytes -= len(old[0])
+                rare.pending_bytes -= len(old[0])
             pending[start] = (payload, packet, ts)
-            self.pending_bytes += n
+            rare.pending_bytes += n
         if self.acked_abs > nxt:
             self._lose(min(self.acked_abs, order[0]), packet, ts, out)
-        elif self.pending_bytes > self.max_buffer:
+        elif rare.pending_bytes > self.max_buffer:
             out.append(Note(BUFFER_OVERFLOW(
-                f"{self.pending_bytes} bytes waited behind a hole at offset {nxt}; limit {self.max_buffer}")))
+                f"{rare.pending_bytes} bytes waited behind a hole at offset {nxt}; limit {self.max_buffer}")))
             self._lose(order[0], packet, ts, out)
         return out
 
@@ -166,24 +215,26 @@ class StreamReassembler:
             self.next_seq, self.next_abs = ack, 0
             return []
         a = self._abs(ack)
-        if self.fin_abs is not None and a > self.fin_abs:
-            a = self.fin_abs
+        rare = self.rare
+        if rare is not None and rare.fin_abs is not None and a > rare.fin_abs:
+            a = rare.fin_abs
         if a <= self.acked_abs:
             return []
+        if a == self.next_abs:
+            a = self.next_abs  # the same int: a fully acknowledged direction holds one offset object
         self.acked_abs = a
         tail = self.tail
         if tail:
             # Acknowledged bytes will not be compared again (see the module's notes on memory).
-            cut = min(a, self.next_abs) - self.tail_start
+            cut = min(a, self.next_abs) - (self.next_abs - len(tail))
             if cut >= len(tail):
                 self.tail = None
-                self.tail_start = self.next_abs
             elif cut > 0:
                 del tail[:cut]
-                self.tail_start += cut
-        if self.order and a > self.next_abs:
+        order = rare.order if rare is not None else None
+        if order and a > self.next_abs:
             out: list[Event] = []
-            self._lose(min(a, self.order[0]), packet, ts, out)
+            self._lose(min(a, order[0]), packet, ts, out)
             return out
         return []
 
@@ -220,14 +271,19 @@ class StreamReassembler:
         self.max_buffer = d["max_buffer"]
         self.next_seq, self.next_abs = d["next_seq"], d["next_abs"]
         if d["pending"]:
-            self.pending, self.order = {}, []
+            rare = self._rare()
+            pending: dict[int, tuple[bytes, int, float]] = {}
+            order: list[int] = []
+            rare.pending, rare.order = pending, order
             for off, data, packet, ts in d["pending"]:
                 raw = unb64(data)
-                self.pending[off] = (raw, packet, ts)
-                self.pending_bytes += len(raw)
-                self.order.append(off)  # sorted: already a heap
+                pending[off] = (raw, packet, ts)
+                rare.pending_bytes += len(raw)
+                order.append(off)  # sorted: already a heap
         self.tail = bytearray(unb64(d["tail"])) if d["tail"] else None
-        self.tail_start, self.fin_abs, self.acked_abs = d["tail_start"], d["fin_abs"], d["acked_abs"]
+        self.acked_abs = d["acked_abs"]  # (tail_start is next_abs - len(tail))
+        if d["fin_abs"] is not None:
+            self._rare().fin_abs = d["fin_abs"]
 
     # ------------------------------------------------------------------ internals
     def _advance(self, payload: bytes, n: int) -> None:
@@ -244,14 +300,17 @@ class StreamReassembler:
     def _trim(self, tail: bytearray) -> None:
         cut = len(tail) - TAIL_KEEP
         del tail[:cut]
-        self.tail_start += cut
 
     def _compare(self, start: int, data: bytes, out: list[Event]) -> None:
         """Bytes at ``start`` were delivered already; report if this copy differs."""
-        lo = max(start, self.tail_start)
-        if lo >= start + len(data) or self.tail is None:
+        tail = self.tail
+        if tail is None:
             return
-        old = self.tail[lo - self.tail_start:lo - self.tail_start + (start + len(data) - lo)]
+        tail_start = self.next_abs - len(tail)
+        lo = max(start, tail_start)
+        if lo >= start + len(data):
+            return
+        old = tail[lo - tail_start:lo - tail_start + (start + len(data) - lo)]
         new = data[lo - start:]
         if old != new:
             out.append(Note(OVERLAP_MISMATCH(
@@ -272,12 +331,14 @@ class StreamReassembler:
             self.next_seq = (self.next_seq + upto - nxt) % MOD  # type: ignore[operator]
             self.next_abs = upto
             self.tail = None
-            self.tail_start = upto
         self._drain(out)
 
     def _drain(self, out: list[Event]) -> None:
-        pending = self.pending
-        order = self.order
+        rare = self.rare
+        if rare is None:
+            return
+        pending = rare.pending
+        order = rare.order
         if pending is None or order is None:
             return
         while order:
@@ -287,7 +348,7 @@ class StreamReassembler:
                 return
             heapq.heappop(order)
             data, packet, ts = pending.pop(first)
-            self.pending_bytes -= len(data)
+            rare.pending_bytes -= len(data)
             end = first + len(data)
             if first < nxt:
                 overlap = min(nxt, end) - first
@@ -297,7 +358,9 @@ class StreamReassembler:
                 data, first = data[overlap:], nxt
             self._advance(data, len(data))
             out.append(Data(first, data, packet, ts))
-        self.pending = self.order = None  # all delivered: drop the (possibly large) empty table
+        rare.pending = rare.order = None  # all delivered: drop the (possibly large) empty table
+        if rare.empty():
+            self.rare = None
 
 
 def b64(data: bytes | bytearray) -> str:

@@ -37,41 +37,42 @@ class Wakeups:
             when = dl
         if when is None:
             return
-        at = conv.wake_at
-        if at is not None:
-            if at <= when:
+        wake = conv.wake
+        if wake is not None:
+            if wake[0] <= when:
                 return  # the entry already there fires first and schedules again
             self.stale += 1
         self.seq += 1
-        conv.wake_at, conv.wake_seq = when, self.seq
+        conv.wake = entry = (when, self.seq, conv)
         heap = self.heap
-        heapq.heappush(heap, (when, self.seq, conv))
+        heapq.heappush(heap, entry)
         if self.stale > _STALE_SLACK and 2 * self.stale > len(heap):
             # In place: the packet loop holds the list.
-            heap[:] = [e for e in heap if not e[2].closed and e[2].wake_seq == e[1]]
+            heap[:] = [e for e in heap if not e[2].closed and e[2].wake is e]
             heapq.heapify(heap)
             self.stale = 0
 
     def cancel(self, conv: Conversation) -> None:
         """The conversation is finished: its entry, if any, is dead now."""
-        if conv.wake_at is not None:
+        if conv.wake is not None:
             self.stale += 1
-            conv.wake_at = None
+            conv.wake = None
 
     def due(self, now: float) -> Iterator[Conversation]:
         """Each conversation whose valid entry is due, popped one at a time (the caller may schedule
         again, even at ``now``, between two)."""
         heap = self.heap
         while heap and heap[0][0] <= now:
-            _, seq, conv = heapq.heappop(heap)
-            if conv.closed or conv.wake_seq != seq:
+            entry = heapq.heappop(heap)
+            conv = entry[2]
+            if conv.closed or conv.wake is not entry:
                 self.stale -= 1
                 continue
-            conv.wake_at = None
+            conv.wake = None
             yield conv
 
     def restore(self, convs: Iterable[Conversation], seq: int) -> None:
-        """Entries again for restored conversations (their ``wake_at``/``wake_seq`` already set)."""
-        self.heap.extend((c.wake_at, c.wake_seq, c) for c in convs if c.wake_at is not None)
+        """Entries again for restored conversations (their ``wake`` entries already set)."""
+        self.heap.extend(c.wake for c in convs if c.wake is not None)
         heapq.heapify(self.heap)
         self.seq = seq

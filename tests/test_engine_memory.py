@@ -155,7 +155,7 @@ def test_frames_released_by_an_acknowledgement_stream_out_one_at_a_time(tmp_path
 
 
 def test_a_side_keeps_a_list_only_while_earlier_segments_hold_unmade_frames():
-    s = Side(1 << 20, None, Direction.C2S)
+    s = Side(1 << 20)
     assert s.packets_for(0, 10) == (0, 0, 0.0)  # nothing delivered yet
     s.add(10, 1, 1.0)
     assert s.older is None and s.segments == [(10, 1, 1.0)]  # one segment: inline, no list
@@ -165,7 +165,7 @@ def test_a_side_keeps_a_list_only_while_earlier_segments_hold_unmade_frames():
     assert s.packets_for(5, 25) == (1, 3, 3.0)  # a frame spanning all three
     assert s.packets_for(12, 18) == (2, 2, 2.0)  # the first is consumed now
     assert s.segments == [(20, 2, 2.0), (30, 3, 3.0)]
-    restored = Side(1 << 20, None, Direction.C2S)  # checkpoints keep the unconsumed ones
+    restored = Side(1 << 20)  # checkpoints keep the unconsumed ones
     restored.load(s.to_plain())
     assert restored.segments == s.segments and restored.older == [(20, 2, 2.0)]
     assert s.packets_for(30, 40) == (3, 3, 3.0)  # past the older ones: the list goes
