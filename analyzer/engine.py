@@ -128,6 +128,8 @@ class Analyzer:
         #: Findings about the capture itself (no conversation), by severity.
         self.capture_findings = {"error": 0, "warning": 0, "note": 0}
         self._startup_errors: list[Finding] = []
+        self._texts: tuple[Conversation | None, str, str] = (None, "", "")
+        self._texts_prev: tuple[Conversation | None, str, str] = (None, "", "")
 
     @property
     def live(self) -> int:
@@ -461,6 +463,7 @@ class Analyzer:
         return swap
 
     def _swap_roles(self, conv: Conversation) -> None:
+        self._texts = self._texts_prev = (None, "", "")  # the remembered endpoint texts may be swapped
         info = conv.info
         info.client, info.server = info.server, info.client
         info.bytes_c2s, info.bytes_s2c = info.bytes_s2c, info.bytes_c2s
@@ -611,8 +614,20 @@ class Analyzer:
                 ev.community_id = cid
                 ev.file = None  # set when events are given back per file (_localised)
                 if cli is None:
-                    cli = endpoint_text(info.client_ip, info.client_port)
-                    srv = endpoint_text(info.server_ip, info.server_port)
+                    # The texts of the two conversations that emitted last are remembered here, not
+                    # per conversation (there can be 100,000 open): busy ones emit batch after batch.
+                    texts = self._texts
+                    if texts[0] is conv:
+                        cli, srv = texts[1], texts[2]
+                    else:
+                        texts = self._texts_prev
+                        if texts[0] is conv:
+                            cli, srv = texts[1], texts[2]
+                        else:
+                            cli = endpoint_text(info.client_ip, info.client_port)
+                            srv = endpoint_text(info.server_ip, info.server_port)
+                            texts = (conv, cli, srv)
+                        self._texts_prev, self._texts = self._texts, texts
                 if side is c2s:
                     ev.src, ev.dst = cli, srv
                 else:
