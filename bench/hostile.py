@@ -291,26 +291,36 @@ def gen_channels(path: str, scale: float, connections: int = 1) -> int:
         return out.packets
 
 
+def _channel_one(out: FastTcpWriter, cport: int, isn: int) -> Tcp:
+    """One AMQP connection past its handshake, with channel 1 open."""
+    conn = Tcp(out, client_ip(0), cport, isn=isn)
+    conn.handshake()
+    play(conn, amqp_handshake_steps())
+    conn.send(True, amqp.method("Channel.Open", 1))
+    conn.send(False, amqp.method("Channel.OpenOk", 1))
+    return conn
+
+
+def _pipeline(conn: Tcp, frames: Iterable[bytes], per_batch: int) -> None:
+    """A client pipelining frames without waiting for answers: full segments, the broker only ACKs
+    (every other segment, as delayed ACK does)."""
+    batch: list[bytes] = []
+    for frame in frames:
+        batch.append(frame)
+        if len(batch) == per_batch:
+            conn.send(True, b"".join(batch), ack_every=2)
+            batch = []
+    if batch:
+        conn.send(True, b"".join(batch), ack_every=2)
+    conn.ack(False)
+
+
 def gen_unanswered_declare(path: str, scale: float) -> int:
     n = n_of(300_000, scale)
     with open(path, "wb") as f:
         out = FastTcpWriter(f)
-        conn = Tcp(out, client_ip(0), 42000, isn=123)
-        conn.handshake()
-        play(conn, amqp_handshake_steps())
-        conn.send(True, amqp.method("Channel.Open", 1))
-        conn.send(False, amqp.method("Channel.OpenOk", 1))
-        # A client pipelining declares without waiting for declare-ok: full segments, the broker
-        # only ACKs (every other segment, as delayed ACK does).
-        batch: list[bytes] = []
-        for i in range(n):
-            batch.append(amqp.method("Queue.Declare", 1, queue=f"q-{i}", durable=True))
-            if len(batch) == 1000:
-                conn.send(True, b"".join(batch), ack_every=2)
-                batch = []
-        if batch:
-            conn.send(True, b"".join(batch), ack_every=2)
-        conn.ack(False)
+        conn = _channel_one(out, 42000, 123)
+        _pipeline(conn, (amqp.method("Queue.Declare", 1, queue=f"q-{i}", durable=True) for i in range(n)), 1000)
         return out.packets
 
 
@@ -318,23 +328,11 @@ def gen_unconfirmed(path: str, scale: float) -> int:
     n = n_of(300_000, scale)
     with open(path, "wb") as f:
         out = FastTcpWriter(f)
-        conn = Tcp(out, client_ip(0), 43000, isn=456)
-        conn.handshake()
-        play(conn, amqp_handshake_steps())
-        conn.send(True, amqp.method("Channel.Open", 1))
-        conn.send(False, amqp.method("Channel.OpenOk", 1))
+        conn = _channel_one(out, 43000, 456)
         conn.send(True, amqp.method("Confirm.Select", 1))
         conn.send(False, amqp.method("Confirm.SelectOk", 1))
-        batch: list[bytes] = []
-        for i in range(n):
-            batch.append(amqp.message(1, b'{"order": %d}' % i, {"content-type": "application/json"},
-                                      exchange="orders", routing_key="eu.new"))
-            if len(batch) == 500:
-                conn.send(True, b"".join(batch), ack_every=2)
-                batch = []
-        if batch:
-            conn.send(True, b"".join(batch), ack_every=2)
-        conn.ack(False)
+        _pipeline(conn, (amqp.message(1, b'{"order": %d}' % i, {"content-type": "application/json"},
+                                      exchange="orders", routing_key="eu.new") for i in range(n)), 500)
         return out.packets
 
 
