@@ -105,10 +105,6 @@ class FrameRef(list):  # type: ignore[type-arg]
     def of(cls, direction: str, offset: int, packet: int | None = None) -> FrameRef:
         return cls((str(direction), offset, packet))
 
-    @property
-    def packet(self) -> int | None:
-        return self[2]
-
 
 @dataclass(frozen=True, slots=True)
 class Rule:

@@ -646,9 +646,8 @@ class Analyzer:
                 ev.flow = fid
                 ev.community_id = cid
                 related = ev.related
-                if related is not None:  # about an earlier frame: the packet that carried it
-                    # (a dissector not yet on FrameRef hands the Frame itself)
-                    ev.frame = related.packets[1] if isinstance(related, Frame) else related[2]
+                if related is not None:  # about an earlier frame (a FrameRef): the packet that carried it
+                    ev.frame = related[2]
                     ev.related = None
                 info.count(ev.severity)
         if unrecorded:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 from typing import Any, TypeVar
 
-from analyzer.api import Direction
+from analyzer.api import Direction, FrameRef
 
 T = TypeVar("T")
 _REGISTRY: dict[str, type] = {}
@@ -55,7 +55,7 @@ def encode(value: Any) -> Any:
         return value
     if t is Direction:
         return {"$d": value.value}
-    if t is list or t.__name__ == "FrameRef":
+    if t is list or t is FrameRef:  # a FrameRef comes back as a plain list: the engine reads it by index
         return [encode(v) for v in value]
     if t is dict:
         if all(type(k) is str and not k.startswith("$") for k in value):
