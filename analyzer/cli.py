@@ -161,7 +161,7 @@ def inspect(
 def flow_json(f: FlowInfo) -> dict:
     return {"flow": f.id, "client": fmt_endpoint(f.client), "server": fmt_endpoint(f.server),
             "community_id": f.community_id, "protocol": f.protocol, "dialect": f.dialect, "packets": f.packets, "frames": f.frames,
-            "bytes_c2s": f.bytes["c2s"], "bytes_s2c": f.bytes["s2c"], "findings": dict(f.findings),
+            "bytes_c2s": f.bytes_c2s, "bytes_s2c": f.bytes_s2c, "findings": f.findings,
             "first_ts": f.first_ts, "last_ts": f.last_ts}
 
 

@@ -177,16 +177,25 @@ def publish(conn: Amqp091Connection, d: str, ch: int, meth: Method, values: dict
     if r and r[-1] == seq:  # the common case, inline: the next publish in a row
         r[-1] = seq + 1
         rs.count += 1
-    elif "unconfirmed" not in tr.untracked:
-        if len(r) >= 2 * conn.limits["ranges"]:
-            conn.over_limit(frame, "ranges", f"channel {ch}: more than {conn.limits['ranges']} ranges of unconfirmed "
-                                      f"publishes; its confirms are no longer checked")
-            tr.untracked.add("unconfirmed")
-            tr.unconfirmed.clear()
-        else:
-            tr.unconfirmed.add(seq)
+    else:
+        _add_bounded(conn, frame, tr, rs, seq, "unconfirmed", f"channel {ch}", "unconfirmed publishes; its confirms")
     add_computed(frame, "publish_seq", seq, "publisher-confirm sequence number")
     return f" seq={seq}"
+
+
+def _add_bounded(conn: Amqp091Connection, frame: Frame, tr: Tracking, rs: Ranges, value: int, table: str,
+                 where: str, what: str) -> None:
+    """Off the in-row case: add ``value`` to the ``table`` ranges (``unconfirmed`` or ``unacked``)
+    unless that table was given up; past the ranges limit, give it up with one finding."""
+    if table in tr.untracked:
+        return
+    if len(rs.r) >= 2 * conn.limits["ranges"] and value not in rs:
+        conn.over_limit(frame, "ranges", f"{where}: more than {conn.limits['ranges']} ranges of {what} are no "
+                                         f"longer checked")
+        tr.untracked.add(table)
+        rs.clear()
+    else:
+        rs.add(value)
 
 
 def deliver(conn: Amqp091Connection, d: str, ch: int, meth: Method, values: dict[str, Any], frame: Frame) -> str:
@@ -210,14 +219,8 @@ def deliver(conn: Amqp091Connection, d: str, ch: int, meth: Method, values: dict
         elif r and r[-1] == tag:  # the common case, inline: the next delivery in a row
             r[-1] = tag + 1
             rs.count += 1
-        elif "unacked" not in tr.untracked:
-            if len(r) >= 2 * conn.limits["ranges"] and tag not in rs:
-                conn.over_limit(frame, "ranges", f"channel {ch}: more than {conn.limits['ranges']} ranges of "
-                                          f"unacknowledged delivery tags; its acks are no longer checked")
-                tr.untracked.add("unacked")
-                tr.unacked.clear()
-            else:
-                tr.unacked.add(tag)
+        else:
+            _add_bounded(conn, frame, tr, rs, tag, "unacked", f"channel {ch}", "unacknowledged delivery tags; its acks")
     return ""
 
 
