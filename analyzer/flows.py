@@ -212,22 +212,6 @@ class Side(StreamReassembler):
                 self.rare = None
 
     @property
-    def endpoint(self) -> str:
-        """This direction's sender as text (checkpoints and tests; not kept per side)."""
-        info = self.conv.info  # type: ignore[union-attr]
-        if self.direction is _C2S:
-            return endpoint_text(info.client_ip, info.client_port)
-        return endpoint_text(info.server_ip, info.server_port)
-
-    @property
-    def peer(self) -> str:
-        """The other direction's sender as text."""
-        info = self.conv.info  # type: ignore[union-attr]
-        if self.direction is _C2S:
-            return endpoint_text(info.server_ip, info.server_port)
-        return endpoint_text(info.client_ip, info.client_port)
-
-    @property
     def head(self) -> int:
         """How many entries at the front of ``older`` are consumed (0 without ``older``)."""
         older = self.older

@@ -31,6 +31,3 @@ class Dialect:
     def code_name(self, code: int) -> str:
         return self.codes.get(code, f"UNKNOWN({code:#x})")
 
-
-def by_name(dialects: Mapping[str, Dialect], name: str | None) -> Dialect | None:
-    return dialects.get(name) if name is not None else None

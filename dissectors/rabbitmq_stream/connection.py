@@ -123,11 +123,6 @@ class StreamConnection(Connection):
     def _rebuild(self) -> None:
         self._dialect: Dialect | None = DIALECTS.get(self.dialect) if self.dialect else None
 
-    # A view of the per-direction framers, for readers (tests, diagnostics): built on each call.
-    @property
-    def framers(self) -> dict[str, StreamFramer]:
-        return {"c2s": self.framer_c2s, "s2c": self.framer_s2c}
-
     # ------------------------------------------------------------------ sans-IO entry points
     def feed(self, direction: Direction, data: bytes, ts: float) -> list[Event]:
         out: list[Event] = []
