@@ -8,9 +8,10 @@ Everything here is protocol-agnostic.
 
 from __future__ import annotations
 
+import copy
 import enum
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -259,12 +260,50 @@ class Connection:
         raise NotImplementedError(f"{type(self).__name__} cannot be snapshotted")
 
 
+@dataclass(frozen=True)
+class Option:
+    """A dissector preference the user can set (``-o PROTO.NAME=VALUE``, like Wireshark's ``-o``)."""
+
+    name: str
+    description: str
+    default: str
+    choices: tuple[str, ...] = ()  # empty: any text
+
+
 class Dissector:
     """A protocol plugin. Registered through the ``streamproto.dissectors`` entry point group."""
 
     name: ClassVar[str]
     title: ClassVar[str]
     default_ports: ClassVar[tuple[int, ...]] = ()
+    options: ClassVar[tuple[Option, ...]] = ()
+
+    def setting(self, name: str) -> str:
+        """The value of one of :attr:`options`, as configured or its default."""
+        chosen = self.__dict__.get("_settings", {})
+        if name in chosen:
+            return chosen[name]
+        for option in self.options:
+            if option.name == name:
+                return option.default
+        raise KeyError(f"{self.name} has no option {name!r}")
+
+    def configured(self, values: Mapping[str, str]) -> Dissector:
+        """A copy of this dissector with some :attr:`options` set; ValueError names what is wrong.
+
+        Connections read settings when they are made (``connection``), so a dissector passes them
+        into its connection state, which keeps them through snapshot and resume."""
+        known = {o.name: o for o in self.options}
+        for key, value in values.items():
+            option = known.get(key)
+            if option is None:
+                names = ", ".join(sorted(known)) or "none"
+                raise ValueError(f"{self.name} has no option {key!r} (its options: {names})")
+            if option.choices and value not in option.choices:
+                raise ValueError(f"{self.name}.{key} must be one of {', '.join(option.choices)}, not {value!r}")
+        new = copy.copy(self)
+        new.__dict__["_settings"] = {**self.__dict__.get("_settings", {}), **values}
+        return new
 
     def sniff(self, data: bytes) -> Sniff:
         """Does the start of one direction's bytes look like this protocol?"""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated
 
@@ -22,7 +22,7 @@ from analyzer.engine import (
     fmt_endpoint,
 )
 from analyzer.jsonout import dumps, finding_json, frame_json
-from analyzer.registry import load_dissectors, parse_decode_as
+from analyzer.registry import load_dissectors, parse_decode_as, parse_options
 from analyzer.render import Output, SummaryRenderer, TreeRenderer, table
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -41,9 +41,10 @@ def fail(message: str) -> typer.Exit:
     return typer.Exit(2)
 
 
-def _analyzer(decode_as: list[str], idle_timeout: float) -> Analyzer:
-    dissectors = load_dissectors()
+def _analyzer(decode_as: list[str], idle_timeout: float, options: Sequence[str] = (),
+              dialects: Sequence[str] = ()) -> Analyzer:
     try:
+        dissectors = parse_options(options, dialects, load_dissectors())
         mapping = parse_decode_as(decode_as, dissectors)
     except ValueError as exc:
         raise fail(str(exc)) from None
@@ -57,6 +58,12 @@ CaptureArg = Annotated[list[Path], typer.Argument(
          "order of their first packets (as tcpdump -C/-G rotates them)", show_default=False)]
 DecodeAsOpt = Annotated[list[str], typer.Option("--decode-as", metavar="PORT=PROTO",
                                                 help="Decode TCP port PORT as protocol PROTO (repeatable)")]
+OptionOpt = Annotated[list[str], typer.Option(
+    "--option", "-o", metavar="PROTO.NAME=VALUE",
+    help="Set a dissector option (repeatable; `streamproto protocols` lists them)")]
+DialectOpt = Annotated[list[str], typer.Option(
+    "--dialect", metavar="PROTO=DIALECT",
+    help="Decode PROTO as this dialect instead of detecting it (short for -o PROTO.dialect=DIALECT)")]
 IdleOpt = Annotated[float, typer.Option(
     "--idle-timeout", metavar="SECONDS",
     help="Finish a conversation after this long without a packet, in capture time (0: never)")]
@@ -70,12 +77,14 @@ def inspect(
     flow: Annotated[int | None, typer.Option(help="Only this conversation (see `flows`)")] = None,
     protocol: Annotated[str | None, typer.Option(help="Only frames of this protocol")] = None,
     decode_as: DecodeAsOpt = [],  # noqa: B006 - typer needs a literal default
+    option: OptionOpt = [],  # noqa: B006
+    dialect: DialectOpt = [],  # noqa: B006
     max_frames: Annotated[int | None, typer.Option(help="Stop after this many frames")] = None,
     hex: Annotated[bool, typer.Option("--hex", help="Hex dump of each frame, with each field's bytes")] = False,
     only_findings: Annotated[bool, typer.Option("--only-findings", help="Only frames with findings")] = False,
 ) -> None:
     """Decode every frame of every TCP conversation, with conformance findings."""
-    analyzer = _analyzer(decode_as, idle_timeout)
+    analyzer = _analyzer(decode_as, idle_timeout, option, dialect)
     if protocol is not None and protocol not in analyzer.dissectors:
         raise fail(f"unknown protocol {protocol!r} (known: {', '.join(sorted(analyzer.dissectors))})")
     out = Output()
@@ -169,11 +178,13 @@ def flow_json(f: FlowInfo) -> dict:
 def flows(
     capture: CaptureArg,
     decode_as: DecodeAsOpt = [],  # noqa: B006
+    option: OptionOpt = [],  # noqa: B006
+    dialect: DialectOpt = [],  # noqa: B006
     json_out: Annotated[bool, typer.Option("--json", help="JSON Lines, one object per conversation")] = False,
     idle_timeout: IdleOpt = DEFAULT_IDLE_TIMEOUT,
 ) -> None:
     """One row per TCP conversation: endpoints, protocol, frames, bytes, findings, Community ID."""
-    analyzer = _analyzer(decode_as, idle_timeout)
+    analyzer = _analyzer(decode_as, idle_timeout, option, dialect)
     error = None
     try:
         for _ in analyzer.run_files([str(c) for c in capture]):
@@ -207,6 +218,9 @@ def protocols(
     for d in load_dissectors().values():
         ports = ", ".join(str(p) for p in d.default_ports) or "-"
         out.line((d.name, "bold green"), (f"  {d.title}  (ports: {ports})", None))
+        for o in d.options:
+            choices = f" [{'|'.join(o.choices)}]" if o.choices else ""
+            out.line((f"    -o {d.name}.{o.name}={o.default or '…'}{choices}  {o.description}", None))
         if commands:
             rows = [[c.code, c.name, c.direction, c.versions, c.fields] for c in d.commands()]
             if rows:

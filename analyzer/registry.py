@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import sys
+from collections.abc import Iterable
 from functools import cache
 from importlib.metadata import entry_points
 
@@ -74,3 +75,31 @@ def parse_decode_as(specs: list[str], known: dict[str, Dissector]) -> dict[int, 
             raise ValueError(f"--decode-as: unknown protocol {name!r} (known: {', '.join(sorted(known)) or 'none'})")
         out[port] = name
     return out
+
+
+def parse_options(specs: Iterable[str], dialects: Iterable[str], known: dict[str, Dissector]) -> dict[str, Dissector]:
+    """Apply ``-o PROTO.NAME=VALUE`` (``:`` also accepted, as in tshark) and ``--dialect PROTO=NAME``
+    (short for ``-o PROTO.dialect=NAME``): the dissectors with their options set, or ValueError."""
+    chosen: dict[str, dict[str, str]] = {}
+    for spec in specs:
+        key, value = _split_setting(spec, "-o", "PROTO.NAME=VALUE")
+        proto, dot, name = key.partition(".")
+        if not dot or not name:
+            raise ValueError(f"-o expects PROTO.NAME=VALUE, got {spec!r}")
+        chosen.setdefault(proto, {})[name] = value
+    for spec in dialects:
+        proto, value = _split_setting(spec, "--dialect", "PROTO=DIALECT")
+        chosen.setdefault(proto, {})["dialect"] = value
+    out = dict(known)
+    for proto, values in chosen.items():
+        if proto not in known:
+            raise ValueError(f"unknown protocol {proto!r} (known: {', '.join(sorted(known)) or 'none'})")
+        out[proto] = known[proto].configured(values)
+    return out
+
+
+def _split_setting(spec: str, flag: str, shape: str) -> tuple[str, str]:
+    cut = min((i for i in (spec.find("="), spec.find(":")) if i >= 0), default=-1)
+    if cut <= 0:
+        raise ValueError(f"{flag} expects {shape}, got {spec!r}")
+    return spec[:cut].strip(), spec[cut + 1:].strip()
