@@ -168,6 +168,10 @@ class Frame:
     data: bytes | None = None
     #: Created on demand by :meth:`anchor`; the engine fills in its packet when it stamps the frame.
     ref: FrameRef | None = None
+    #: On a response: the anchor of the request it answers (its packet says where the request is).
+    request: FrameRef | None = field(default=None, compare=False, repr=False)
+    #: On a response: capture time from the request's last byte to the response's, in seconds.
+    latency: float | None = field(default=None, compare=False, repr=False)
     # Filled in by the engine.
     flow: int = 0
     packets: tuple[int, int] = (0, 0)
