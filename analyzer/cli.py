@@ -285,3 +285,5 @@ def main() -> None:
         sys.exit(0)
     except KeyboardInterrupt:
         sys.exit(130)
+from analyzer.check_cli import register  # noqa: E402, I001
+register(app)
