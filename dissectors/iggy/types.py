@@ -119,7 +119,7 @@ F32 = Int("f32", "<f")
 F64 = Int("f64", "<d")
 
 
-class U128(WireType):
+class UInt128(WireType):
     """A 16-byte little-endian unsigned integer (message ids, V checksums)."""
 
     doc = "u128"
@@ -133,6 +133,9 @@ class U128(WireType):
 
     def write(self, value: Any) -> bytes:
         return int(value).to_bytes(16, "little")
+
+
+U128 = UInt128()
 
 
 def micros_display(us: int) -> str:

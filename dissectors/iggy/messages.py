@@ -1,0 +1,753 @@
+"""Iggy messages: SEND_MESSAGES payloads and POLL_MESSAGES responses in every dialect.
+
+Formats (iggy.md 4.1, 5.1-5.3, 5.5, 9.6):
+
+* L0/L1 (legacy): SendMessages is stream, topic, partitioning, then ``id u128, headers_length u32,
+  headers, payload_length u32, payload`` until the end. A polled message has a 45-byte prefix
+  (offset, state, timestamp, id, checksum u32 = CRC32 of the payload only).
+* Z1/Z2/C: SendMessages is ``metadata_length u32``, stream, topic, partitioning,
+  ``messages_count u32``, a 16-byte index entry per message, then the frames. A frame is a 56-byte
+  (Z1, Z2) or 64-byte (C: 8 reserved bytes) header, the payload, then the user headers. Its
+  checksum u64 covers frame[8:]: CRC32 in Z1, XXH3-64 from Z2 on. Clients send 0 (not checked).
+* V: SendMessages is ``metadata_length u32``, stream, topic, partitioning, ``messages_count u32``,
+  then one batch: a 256-byte batch header and frames with 48-byte headers. The caller passes the
+  request BODY (the bytes after the 256-byte consensus header) as ``buf[start:end]``; for a poll
+  the reply body after the consensus header (no result section: polls are non-replicated reads),
+  which is the 16-byte prefix and then batch records back to back. Frame checksums are XXH3-64 of
+  frame[8:]. The batch checksum is XXH3-64 of partition_id, base_offset, base_timestamp,
+  origin_timestamp, batch_length (u64 each), message_count (u32), then every frame's stored 8
+  checksum bytes; iggy.md does not give this range, it was read from the Apache Iggy sources
+  (core/binary_protocol/src/batch.rs), as was ``batch_length`` = 256 + frames.
+* User headers: legacy pairs (``key_len u32``, UTF-8 key, ``kind u8``, ``len u32``, value) in
+  L0-Z2; typed keys (``key_kind u8`` first) in C and, by assumption (the spec does not say), V.
+
+Each message is a Field named ``[i]`` (value = its id) with children such as ``id``, ``offset``,
+``checksum`` (display "verified" or the mismatch), ``payload`` (bytes) and ``headers`` (pairs
+``[j]`` with ``key``, ``kind``, ``value``). :func:`messages_of` turns a decode back into plain dicts,
+the same shape the encoders (:func:`encode_send_messages`, :func:`encode_polled`, ...) take:
+``{"id", "payload", "headers": [{"key", "kind", "value"(, "key_kind")}], "offset", "timestamp",
+"origin_timestamp", "state"}``.
+
+Nothing here allocates from a wire count or length: every loop stops when the bytes do.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import xxhash
+
+from analyzer.api import Field
+from dissectors.iggy.types import (
+    HEADER_KINDS,
+    IDENTIFIER,
+    MESSAGE_STATE,
+    PARTITIONING,
+    TIMESTAMP,
+    U32,
+    U64,
+    U128,
+    Checked,
+    Decoded,
+    problems_of,
+)
+from dissectors.schema import DecodeError, F, Fixed, Struct
+
+DIALECTS = ("L0", "L1", "Z1", "Z2", "C", "V")
+LEGACY = ("L0", "L1")
+
+#: Server limits (iggy.md 5.3): errors 4022 and 4017.
+MAX_PAYLOAD = 10_000_000
+MAX_USER_HEADERS = 100_000
+
+# ------------------------------------------------------------------------------ layouts (data)
+
+INDEX_ENTRY = Struct(F("offset", U32, doc="must be 0"), F("position", U32, doc="cumulative end of the message"),
+                     F("timestamp", U64, doc="must be 0"), doc="IndexEntry")
+POLLED_PREFIX = Struct(F("partition_id", U32), F("current_offset", U64), F("messages_count", U32),
+                       doc="PolledMessages prefix")
+_Z_FIELDS = (F("checksum", U64), F("id", U128), F("offset", U64), F("timestamp", TIMESTAMP),
+             F("origin_timestamp", TIMESTAMP), F("user_headers_length", U32), F("payload_length", U32))
+#: The message frame header of Z1/Z2 (56 bytes) and C (64 bytes: 8 reserved bytes, must be 0).
+FRAME_HEADER = {
+    "Z1": Struct(*_Z_FIELDS, doc="MessageHeader(56)"),
+    "Z2": Struct(*_Z_FIELDS, doc="MessageHeader(56)"),
+    "C": Struct(*_Z_FIELDS, F("reserved", U64), doc="MessageHeader(64)"),
+    "V": Struct(F("checksum", U64), F("id", U128), F("offset_delta", U32), F("timestamp_delta", U32),
+                F("user_headers_length", U32), F("payload_length", U32), F("reserved", U64),
+                doc="BatchMessageHeader(48)"),
+}
+HEADER_SIZE = {"Z1": 56, "Z2": 56, "C": 64, "V": 48}
+BATCH_HEADER = Struct(F("partition_id", U64), F("base_offset", U64), F("base_timestamp", TIMESTAMP),
+                      F("origin_timestamp", TIMESTAMP), F("batch_length", U64), F("batch_checksum", U64),
+                      F("message_count", U32), F("reserved", Fixed(204)), doc="BatchHeader(256)")
+BATCH_HEADER_SIZE = 256
+#: The legacy polled message's fixed prefix before headers_length (41 bytes; 45 with payload_length).
+LEGACY_POLLED = Struct(F("offset", U64), F("state", Checked("u8 message state", "<B", MESSAGE_STATE, "message state")),
+                       F("timestamp", TIMESTAMP), F("id", U128), F("checksum", U32), doc="legacy polled message")
+LEGACY_SENT = Struct(F("id", U128), doc="legacy message")
+
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
+_BATCH_META = struct.Struct("<QQQQQ")
+
+
+def _crc32(data: Any) -> int:
+    return zlib.crc32(data)
+
+
+def _xxh3(data: Any) -> int:
+    return xxhash.xxh3_64_intdigest(data)
+
+
+def frame_checksum(dialect: str, frame: bytes | memoryview) -> int:
+    """The checksum a Z1/Z2/C/V frame should carry (over frame[8:])."""
+    data = memoryview(frame)[8:]
+    return _crc32(data) if dialect == "Z1" else _xxh3(data)
+
+
+# ------------------------------------------------------------------------------ user headers
+
+
+def _typed_keys(dialect: str) -> bool:
+    return dialect in ("C", "V")
+
+
+def _header_value(kind: int, raw: bytes) -> tuple[Any, str | None]:
+    """(value, problem) of a user-header value of ``kind``; unknown kinds keep the raw bytes."""
+    spec = HEADER_KINDS.get(kind)
+    if spec is None:
+        return raw, None
+    name, size = spec
+    if size is not None and len(raw) != size:
+        return raw, f"{name} value of {len(raw)} bytes (must be {size})"
+    if name == "raw":
+        return raw, None
+    if name == "string":
+        try:
+            return raw.decode("utf-8"), None
+        except UnicodeDecodeError:
+            return raw, "string value is not UTF-8"
+    if name == "bool":
+        return bool(raw[0]), None
+    if name.startswith("int"):
+        return int.from_bytes(raw, "little", signed=True), None
+    if name.startswith("uint"):
+        return int.from_bytes(raw, "little"), None
+    return struct.unpack("<f" if size == 4 else "<d", raw)[0], None
+
+
+def encode_header_value(kind: int, value: Any) -> bytes:
+    """The bytes of a user-header value (bytes are taken as they are, to build wrong ones)."""
+    if isinstance(value, bytes | bytearray):
+        return bytes(value)
+    spec = HEADER_KINDS.get(kind)
+    if spec is None:
+        raise ValueError(f"unknown header kind {kind} needs raw bytes")
+    name, size = spec
+    if name == "string":
+        return str(value).encode("utf-8")
+    if name == "bool":
+        return b"\x01" if value else b"\x00"
+    if name.startswith("float"):
+        return struct.pack("<f" if size == 4 else "<d", value)
+    assert size is not None
+    return int(value).to_bytes(size, "little", signed=name.startswith("int"))
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, bytes):
+        return value[:32].hex() + ("…" if len(value) > 32 else "")
+    return str(value)
+
+
+def decode_headers(mv: memoryview, off: int, end: int, typed: bool, label: str,
+                   problems: list[tuple[str, str]]) -> list[Field]:
+    """The user-header pairs in ``mv[off:end]``; problems are appended, never raised."""
+    out: list[Field] = []
+    j = 0
+    while off < end:
+        at = off
+        kids: list[Field] = []
+        key_kind = 2
+        need = 1 + 4 if typed else 4
+        if off + need > end:
+            problems.append(("size", f"{label}: user header {j} cut off ({end - off} bytes left)"))
+            out.append(Field("rest", bytes(mv[off:end]), off, end - off))
+            break
+        if typed:
+            key_kind = mv[off]
+            kids.append(Field("key_kind", key_kind, off, 1, HEADER_KINDS.get(key_kind, (f"unknown ({key_kind})",))[0]))
+            off += 1
+        (klen,) = _U32.unpack_from(mv, off)
+        if off + 4 + klen + 5 > end:
+            problems.append(("size", f"{label}: user header {j} key length {klen} overruns the headers"))
+            out.append(Field("rest", bytes(mv[at:end]), at, end - at))
+            break
+        kraw = bytes(mv[off + 4:off + 4 + klen])
+        if typed:
+            key, kprob = _header_value(key_kind, kraw)
+            if key_kind not in HEADER_KINDS:
+                problems.append(("header_kind", f"{label}: user header {j} has unknown key kind {key_kind}"))
+        else:
+            key, kprob = _header_value(2, kraw)
+            if kprob:
+                kprob = "key is not UTF-8"
+        if kprob:
+            problems.append(("value", f"{label}: user header {j} key: {kprob}"))
+        if klen == 0:
+            problems.append(("value", f"{label}: user header {j} has an empty key"))
+        elif klen > 255:
+            problems.append(("size", f"{label}: user header {j} key of {klen} bytes (at most 255)"))
+        kids.append(Field("key", key, off, 4 + klen, _show(key)))
+        off += 4 + klen
+        kind = mv[off]
+        (vlen,) = _U32.unpack_from(mv, off + 1)
+        kname = HEADER_KINDS.get(kind, (None,))[0]
+        kids.append(Field("kind", kind, off, 1, kname or f"unknown ({kind})"))
+        if off + 5 + vlen > end:
+            problems.append(("size", f"{label}: user header {j} ({_show(key)}) value length {vlen} overruns the "
+                                     f"headers by {off + 5 + vlen - end} bytes"))
+            out.append(Field(f"[{j}]", key, at, end - at, f"{_show(key)}: cut off", kids))
+            break
+        vraw = bytes(mv[off + 5:off + 5 + vlen])
+        value, vprob = _header_value(kind, vraw)
+        if kname is None:
+            problems.append(("header_kind", f"{label}: user header {j} ({_show(key)}) has unknown value kind {kind}"))
+        if vprob:
+            problems.append(("value", f"{label}: user header {j} ({_show(key)}): {vprob}"))
+        if vlen == 0:
+            problems.append(("value", f"{label}: user header {j} ({_show(key)}) has an empty value"))
+        elif vlen > 255:
+            problems.append(("size", f"{label}: user header {j} ({_show(key)}) value of {vlen} bytes (at most 255)"))
+        kids.append(Field("value", value, off + 1, 4 + vlen, _show(value)))
+        off += 5 + vlen
+        out.append(Field(f"[{j}]", key, at, off - at, f"{_show(key)}={_show(value)} ({kname or kind})", kids))
+        j += 1
+    return out
+
+
+def encode_headers(dialect: str, headers: Any) -> bytes:
+    """User headers from a list of ``{"key", "kind", "value"(, "key_kind")}`` or a mapping
+    ``key -> (kind, value)``; typed keys (C, V) default to key_kind 2 (string) or 1 (bytes)."""
+    if not headers:
+        return b""
+    items = ([{"key": k, "kind": kv[0], "value": kv[1]} for k, kv in headers.items()]
+             if isinstance(headers, Mapping) else list(headers))
+    out = bytearray()
+    typed = _typed_keys(dialect)
+    for h in items:
+        key = h["key"]
+        if typed:
+            kk = h.get("key_kind", 1 if isinstance(key, bytes) else 2)
+            kraw = encode_header_value(kk, key)
+            out.append(kk)
+        else:
+            kraw = key.encode("utf-8") if isinstance(key, str) else bytes(key)
+        out += _U32.pack(len(kraw)) + kraw
+        vraw = encode_header_value(h["kind"], h["value"])
+        out.append(h["kind"])
+        out += _U32.pack(len(vraw)) + vraw
+    return bytes(out)
+
+
+# ------------------------------------------------------------------------------ decoding helpers
+
+
+class _Walk:
+    """Shared state of one decode: the buffer, problems, and the messages found."""
+
+    __slots__ = ("mv", "dialect", "problems", "polled", "count")
+
+    def __init__(self, dialect: str, buf: bytes | memoryview, polled: bool) -> None:
+        self.mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+        self.dialect = dialect
+        self.problems: list[tuple[str, str]] = []
+        self.polled = polled
+        self.count = 0
+
+    def read(self, layout: Struct, off: int, end: int) -> tuple[list[Field], int]:
+        fields, new = layout.read_fields(self.mv, off, end)
+        self.problems += problems_of(fields)
+        return fields, new
+
+    def rest(self, name: str, off: int, end: int) -> Field:
+        return Field(name, bytes(self.mv[off:end]), off, end - off)
+
+
+def _verify(w: _Walk, f: Field, computed: int, label: str, what: str = "checksum") -> None:
+    stored = f.value
+    if stored == computed:
+        f.display = "verified"
+    else:
+        f.display = f"mismatch: computed {computed:#x}"
+        w.problems.append(("checksum", f"{label}: {what} {stored:#x} does not verify (computed {computed:#x})"))
+
+
+def _label(i: int, fields: Sequence[Field]) -> str:
+    parts = [f"message {i}"]
+    for f in fields:
+        if f.name == "offset" and f.value is not None:
+            parts.append(f"offset {f.value}")
+        elif f.name == "id":
+            parts.append(f"id {f.value:#x}")
+    return parts[0] if len(parts) == 1 else f"{parts[0]} ({', '.join(parts[1:])})"
+
+
+def _limits(w: _Walk, label: str, plen: int, hlen: int) -> None:
+    if plen > MAX_PAYLOAD:
+        w.problems.append(("size", f"{label}: payload of {plen} bytes is over the {MAX_PAYLOAD}-byte limit"))
+    if hlen > MAX_USER_HEADERS:
+        w.problems.append(("size", f"{label}: user headers of {hlen} bytes are over the {MAX_USER_HEADERS}-byte "
+                                   f"limit"))
+
+
+def _frame(w: _Walk, i: int, off: int, end: int, base: tuple[int, int] | None = None) -> tuple[Field | None, int]:
+    """One Z1/Z2/C/V frame at ``off``; (None, off) when it does not fit (problem recorded).
+
+    ``base`` (V only): the batch's (base_offset, origin_timestamp), to show absolute values.
+    """
+    d = w.dialect
+    hsize = HEADER_SIZE[d]
+    if off + hsize > end:
+        w.problems.append(("size", f"message {i}: header needs {hsize} bytes, {end - off} left"))
+        return None, off
+    hf, p = w.read(FRAME_HEADER[d], off, end)
+    byname = {f.name: f for f in hf}
+    label = _label(i, hf)
+    hlen, plen = byname["user_headers_length"].value, byname["payload_length"].value
+    _limits(w, label, plen, hlen)
+    stop = p + plen + hlen
+    if stop > end:
+        w.problems.append(("size", f"{label}: payload {plen} + user headers {hlen} bytes overrun the data by "
+                                   f"{stop - end} bytes"))
+        return Field(f"[{i}]", byname["id"].value, off, end - off, "cut off", [*hf, w.rest("rest", p, end)]), end
+    if "reserved" in byname and byname["reserved"].value:
+        w.problems.append(("reserved", f"{label}: reserved header bytes are {byname['reserved'].value:#x}, not 0"))
+    ck = byname["checksum"]
+    if w.polled or ck.value or d == "V":
+        _verify(w, ck, frame_checksum(d, w.mv[off:stop]), label)
+    else:
+        ck.display = "0 (set by the server)"
+    kids = list(hf)
+    if base is not None:
+        kids.insert(3, Field("offset", base[0] + byname["offset_delta"].value, -1, 0))
+        kids.insert(5, Field("origin_timestamp", base[1] + byname["timestamp_delta"].value, -1, 0))
+    kids.append(Field("payload", bytes(w.mv[p:p + plen]), p, plen))
+    headers = decode_headers(w.mv, p + plen, stop, _typed_keys(d), label, w.problems)
+    kids.append(Field("headers", len(headers), p + plen, hlen, None, headers, True))
+    return Field(f"[{i}]", byname["id"].value, off, stop - off, _msg_display(kids, plen, len(headers)), kids), stop
+
+
+def _msg_display(kids: Sequence[Field], plen: int, nheaders: int) -> str:
+    off = next((k.value for k in kids if k.name == "offset"), None)
+    text = f"{plen} bytes" + (f", {nheaders} headers" if nheaders else "")
+    return f"offset {off}, {text}" if off is not None and off >= 0 else text
+
+
+def _frames(w: _Walk, off: int, end: int, count: int | None, first: int = 0,
+            base: tuple[int, int] | None = None) -> tuple[list[Field], int]:
+    """Frames back to back in ``mv[off:end]``: up to ``count`` of them, or until ``end``."""
+    out: list[Field] = []
+    i = first
+    while off < end and (count is None or i - first < count):
+        f, new = _frame(w, i, off, end, base)
+        if f is None:
+            out.append(w.rest("rest", off, end))
+            return out, end
+        out.append(f)
+        off = new
+        i += 1
+    return out, off
+
+
+def _legacy_message(w: _Walk, i: int, off: int, end: int) -> tuple[Field | None, int]:
+    at = off
+    try:
+        hf, off = w.read(LEGACY_POLLED if w.polled else LEGACY_SENT, off, end)
+        hl, off = U32.read("headers_length", w.mv, off, end)
+    except DecodeError as e:
+        w.problems.append(("size", f"message {i}: {e}"))
+        return None, at
+    label = _label(i, hf)
+    msg_id = next(f.value for f in hf if f.name == "id")
+    h = hl.value
+    if off + h + 4 > end:
+        w.problems.append(("size", f"{label}: headers_length {h} overruns the data"))
+        return Field(f"[{i}]", msg_id, at, end - at, "cut off", [*hf, hl, w.rest("rest", off, end)]), end
+    headers = decode_headers(w.mv, off, off + h, False, label, w.problems)
+    kids = [*hf, hl, Field("headers", len(headers), off, h, None, headers, True)]
+    off += h
+    (plen,) = _U32.unpack_from(w.mv, off)
+    kids.append(Field("payload_length", plen, off, 4))
+    off += 4
+    if off + plen > end:
+        w.problems.append(("size", f"{label}: payload_length {plen} overruns the data by {off + plen - end} bytes"))
+        kids.append(w.rest("rest", off, end))
+        return Field(f"[{i}]", msg_id, at, end - at, "cut off", kids), end
+    if plen == 0:
+        w.problems.append(("size", f"{label}: empty payload"))
+    payload = w.mv[off:off + plen]
+    kids.append(Field("payload", bytes(payload), off, plen))
+    if w.polled:
+        ck = next(f for f in hf if f.name == "checksum")
+        _verify(w, ck, _crc32(payload), label)
+    off += plen
+    return Field(f"[{i}]", msg_id, at, off - at, _msg_display(kids, plen, len(headers)), kids), off
+
+
+def _legacy_messages(w: _Walk, off: int, end: int, count: int | None) -> tuple[list[Field], int]:
+    out: list[Field] = []
+    i = 0
+    while off < end and (count is None or i < count):
+        f, new = _legacy_message(w, i, off, end)
+        if f is None:
+            out.append(w.rest("rest", off, end))
+            return out, end
+        out.append(f)
+        off = new
+        i += 1
+    return out, off
+
+
+def _messages_field(items: list[Field], off: int, end: int) -> Field:
+    n = sum(1 for f in items if f.name.startswith("["))
+    return Field("messages", n, off, end - off, None, items, True)
+
+
+def _count_check(w: _Walk, announced: int, found: int, what: str = "messages_count") -> None:
+    if announced != found:
+        w.problems.append(("count", f"{what} is {announced} but {found} messages were found"))
+
+
+def _batch(w: _Walk, off: int, end: int, bi: int, first: int) -> tuple[Field, int, int]:
+    """One V batch at ``off``: (field, end position, messages found); problems recorded."""
+    at = off
+    hf, p = w.read(BATCH_HEADER, off, end)
+    v = {f.name: f for f in hf}
+    blen, count = v["batch_length"].value, v["message_count"].value
+    label = f"batch {bi}"
+    if any(v["reserved"].value):
+        w.problems.append(("reserved", f"{label}: reserved header bytes are not zero"))
+    v["reserved"].display = "zero" if not any(v["reserved"].value) else "not zero"
+    if blen < BATCH_HEADER_SIZE:
+        w.problems.append(("size", f"{label}: batch_length {blen} does not cover the 256-byte header"))
+        stop = end
+    elif at + blen > end:
+        w.problems.append(("size", f"{label}: batch_length {blen} overruns the data by {at + blen - end} bytes"))
+        stop = end
+    else:
+        stop = at + blen
+    frames, fend = _frames(w, p, stop, None, first, (v["base_offset"].value, v["origin_timestamp"].value))
+    found = sum(1 for f in frames if f.name.startswith("["))
+    tiled = fend == stop and all(f.name.startswith("[") for f in frames)
+    _count_check(w, count, found, f"{label} message_count")
+    ck = v["batch_checksum"]
+    if ck.value == 0 and not w.polled:
+        ck.display = "0 (not set)"
+    elif tiled and stop == at + blen:
+        h = xxhash.xxh3_64()
+        h.update(_BATCH_META.pack(v["partition_id"].value, v["base_offset"].value, v["base_timestamp"].value,
+                                  v["origin_timestamp"].value, blen))
+        h.update(_U32.pack(count))
+        for f in frames:
+            h.update(w.mv[f.offset:f.offset + 8])
+        _verify(w, ck, h.intdigest(), label, "batch checksum")
+    else:
+        ck.display = "not checked (frames do not tile the batch)"
+    kids = [*hf, _messages_field(frames, p, stop)]
+    return Field(f"batch[{bi}]", count, at, stop - at, f"{found} messages", kids), stop, found
+
+
+def _batches(w: _Walk, off: int, end: int, single: bool) -> tuple[list[Field], int, int]:
+    out: list[Field] = []
+    found = 0
+    bi = 0
+    while off < end:
+        if off + BATCH_HEADER_SIZE > end:
+            w.problems.append(("size", f"batch {bi}: header needs 256 bytes, {end - off} left"))
+            out.append(w.rest("rest", off, end))
+            return out, end, found
+        f, off, n = _batch(w, off, end, bi, found)
+        out.append(f)
+        found += n
+        bi += 1
+        if single:
+            break
+    return out, off, found
+
+
+# ------------------------------------------------------------------------------ public decoders
+
+
+def _info(stream: Field | None, topic: Field | None, n: int) -> str:
+    parts = []
+    if stream is not None:
+        parts.append(f"stream={stream.value}")
+    if topic is not None:
+        parts.append(f"topic={topic.value}")
+    parts.append(f"messages={n}")
+    return " ".join(parts)
+
+
+def _trailing(w: _Walk, fields: list[Field], off: int, end: int) -> None:
+    if off < end:
+        w.problems.append(("size", f"{end - off} bytes after the messages"))
+        fields.append(w.rest("trailing", off, end))
+
+
+def decode_send_messages(dialect: str, buf: bytes | memoryview, start: int, end: int) -> Decoded:
+    """The SEND_MESSAGES (101) request payload ``buf[start:end]`` (V: the request body)."""
+    w = _Walk(dialect, buf, polled=False)
+    end = max(start, min(end, len(w.mv)))
+    fields: list[Field] = []
+    stream = topic = None
+    n = 0
+    try:
+        off = start
+        meta = None
+        if dialect not in LEGACY:
+            meta, off = U32.read("metadata_length", w.mv, off, end)
+            fields.append(meta)
+        stream, off = IDENTIFIER.read("stream_id", w.mv, off, end)
+        topic, off = IDENTIFIER.read("topic_id", w.mv, off, end)
+        part, off = PARTITIONING.read("partitioning", w.mv, off, end)
+        fields += [stream, topic, part]
+        w.problems += problems_of([stream, topic, part])
+        if dialect in LEGACY:
+            msg_at = off
+            items, off = _legacy_messages(w, off, end, None)
+            fields.append(_messages_field(items, msg_at, off))
+            n = fields[-1].value
+            _trailing(w, fields, off, end)
+            return Decoded(fields, _info(stream, topic, n), w.problems)
+        cf, off = U32.read("messages_count", w.mv, off, end)
+        fields.append(cf)
+        count = cf.value
+        assert meta is not None
+        if meta.value != off - start - 4:
+            w.problems.append(("size", f"metadata_length is {meta.value}, the metadata takes {off - start - 4} bytes"))
+        if dialect == "V":
+            batches, off, n = _batches(w, off, end, single=True)
+            fields += batches
+            if batches and batches[0].name.startswith("batch"):
+                _count_check(w, count, n)
+            _trailing(w, fields, off, end)
+            return Decoded(fields, _info(stream, topic, n), w.problems)
+        # Z1/Z2/C: the index table, then the frames.
+        if count * 16 > end - off:
+            w.problems.append(("count", f"messages_count {count} needs a {count * 16}-byte index, "
+                                        f"{end - off} bytes left"))
+            fields.append(w.rest("rest", off, end))
+            return Decoded(fields, _info(stream, topic, 0), w.problems)
+        idx_at = off
+        index: list[Field] = []
+        for i in range(count):
+            kids, off = INDEX_ENTRY.read_fields(w.mv, off, end)
+            index.append(Field(f"[{i}]", kids[1].value, off - 16, 16, None, kids))
+        fields.append(Field("index", count, idx_at, off - idx_at, None, index, True))
+        msg_at = off
+        items, off = _frames(w, off, end, None)
+        fields.append(_messages_field(items, msg_at, off))
+        n = fields[-1].value
+        _count_check(w, count, n)
+        _check_index(w, index, items, msg_at)
+        _trailing(w, fields, off, end)
+    except DecodeError as e:
+        w.problems.append(("size", str(e)))
+        at = fields[-1].offset + fields[-1].size if fields else start
+        if at < end:
+            fields.append(w.rest("rest", at, end))
+    return Decoded(fields, _info(stream, topic, n), w.problems)
+
+
+def _check_index(w: _Walk, index: list[Field], items: list[Field], msg_at: int) -> None:
+    """Index entries: offset and timestamp 0 (errors 4031/4032), position = cumulative message end.
+    One problem per kind, so a wrong table does not drown the others."""
+    seen: set[str] = set()
+    frames = [f for f in items if f.name.startswith("[")]
+    for i, e in enumerate(index):
+        o, pos, ts = (k.value for k in e.children or ())
+        if o and "o" not in seen:
+            seen.add("o")
+            w.problems.append(("value", f"index entry {i}: offset is {o}, must be 0"))
+        if ts and "t" not in seen:
+            seen.add("t")
+            w.problems.append(("value", f"index entry {i}: timestamp is {ts}, must be 0"))
+        if i < len(frames):
+            want = frames[i].offset + frames[i].size - msg_at
+            e.display = "position ok" if pos == want else f"position should be {want}"
+            if pos != want and "p" not in seen:
+                seen.add("p")
+                w.problems.append(("size", f"index entry {i}: position {pos}, message {i} ends at {want}"))
+
+
+def decode_polled(dialect: str, buf: bytes | memoryview, start: int, end: int) -> Decoded:
+    """The POLL_MESSAGES (100) response payload ``buf[start:end]`` (V: the reply body)."""
+    w = _Walk(dialect, buf, polled=True)
+    end = max(start, min(end, len(w.mv)))
+    if start >= end:
+        return Decoded([], "messages=0")
+    fields: list[Field] = []
+    n = 0
+    try:
+        pf, off = w.read(POLLED_PREFIX, start, end)
+        fields += pf
+        count = pf[2].value
+        if dialect in LEGACY:
+            items, off = _legacy_messages(w, off, end, count)
+            fields.append(_messages_field(items, start + 16, off))
+            n = fields[-1].value
+        elif dialect == "V":
+            batches, off, n = _batches(w, off, end, single=False)
+            fields += batches
+        else:
+            items, off = _frames(w, off, end, count)
+            fields.append(_messages_field(items, start + 16, off))
+            n = fields[-1].value
+        _count_check(w, count, n)
+        _trailing(w, fields, off, end)
+    except DecodeError as e:
+        w.problems.append(("size", str(e)))
+        fields.append(w.rest("rest", start, end))
+    return Decoded(fields, f"messages={n}", w.problems)
+
+
+def messages_of(fields: Sequence[Field]) -> list[dict[str, Any]]:
+    """Plain dicts of every message in a decode (in order, batches flattened)."""
+    out: list[dict[str, Any]] = []
+    for f in fields:
+        if f.name == "messages":
+            for m in f.children or ():
+                if m.name.startswith("["):
+                    out.append(_message_dict(m))
+        elif f.name.startswith("batch[") and f.children:
+            out += messages_of(f.children)
+    return out
+
+
+def _message_dict(m: Field) -> dict[str, Any]:
+    d: dict[str, Any] = {}
+    for k in m.children or ():
+        if k.name == "headers":
+            d["headers"] = [_header_dict(h) for h in k.children or () if h.name.startswith("[")]
+        elif k.name in ("id", "payload", "offset", "timestamp", "origin_timestamp", "state", "checksum"):
+            d[k.name] = k.value
+    return d
+
+
+def _header_dict(h: Field) -> dict[str, Any]:
+    return {k.name: k.value for k in h.children or ()}
+
+
+# ------------------------------------------------------------------------------ encoders (tests, synthetic captures)
+
+
+def encode_frame(dialect: str, m: Mapping[str, Any], *, polled: bool, checksum: bool | None = None,
+                 base: tuple[int, int] | None = None, index: int = 0) -> bytes:
+    """One Z1/Z2/C/V frame. ``checksum``: compute it (default: when polled, and always in V),
+    else write ``m.get("checksum", 0)``. ``base`` (V): the batch's (base_offset, origin_timestamp)."""
+    payload = bytes(m.get("payload", b""))
+    hdrs = encode_headers(dialect, m.get("headers"))
+    fields: dict[str, Any] = {
+        "checksum": 0, "id": m.get("id", 0), "user_headers_length": m.get("user_headers_length", len(hdrs)),
+        "payload_length": m.get("payload_length", len(payload)), "reserved": m.get("reserved", 0),
+    }
+    if dialect == "V":
+        b = base or (0, 0)
+        fields["offset_delta"] = m.get("offset", b[0] + index) - b[0]
+        fields["timestamp_delta"] = m.get("origin_timestamp", b[1]) - b[1]
+    else:
+        fields["offset"] = m.get("offset", 0)
+        fields["timestamp"] = m.get("timestamp", 0)
+        fields["origin_timestamp"] = m.get("origin_timestamp", 0)
+    frame = bytearray(FRAME_HEADER[dialect].write(fields) + payload + hdrs)
+    if checksum is None:
+        checksum = polled or dialect == "V"
+    ck = frame_checksum(dialect, frame) if checksum and "checksum" not in m else m.get("checksum", 0)
+    frame[0:8] = _U64.pack(ck)
+    return bytes(frame)
+
+
+def encode_legacy_message(m: Mapping[str, Any], *, polled: bool) -> bytes:
+    payload = bytes(m.get("payload", b""))
+    hdrs = encode_headers("L1", m.get("headers"))
+    if polled:
+        ck = m.get("checksum", _crc32(payload))
+        head = LEGACY_POLLED.write({"offset": m.get("offset", 0), "state": m.get("state", 1),
+                                    "timestamp": m.get("timestamp", 0), "id": m.get("id", 0), "checksum": ck})
+    else:
+        head = LEGACY_SENT.write({"id": m.get("id", 0)})
+    return head + _U32.pack(len(hdrs)) + hdrs + _U32.pack(m.get("payload_length", len(payload))) + payload
+
+
+def encode_messages(dialect: str, messages: Sequence[Mapping[str, Any]], *, polled: bool = False) -> bytes:
+    """The messages section (frames back to back; no index, prefix or batch header)."""
+    if dialect in LEGACY:
+        return b"".join(encode_legacy_message(m, polled=polled) for m in messages)
+    if dialect == "V":
+        return encode_batch(messages)
+    return b"".join(encode_frame(dialect, m, polled=polled) for m in messages)
+
+
+def encode_batch(messages: Sequence[Mapping[str, Any]], *, partition_id: int = 0, base_offset: int | None = None,
+                 base_timestamp: int = 0, origin_timestamp: int | None = None, checksum: bool = True,
+                 message_count: int | None = None) -> bytes:
+    """A V batch: the 256-byte header (checksum computed) and 48-byte-header frames."""
+    if base_offset is None:
+        base_offset = messages[0].get("offset", 0) if messages else 0
+    if origin_timestamp is None:
+        origin_timestamp = min((m.get("origin_timestamp", 0) for m in messages), default=0)
+    frames = [encode_frame("V", m, polled=False, base=(base_offset, origin_timestamp), index=i)
+              for i, m in enumerate(messages)]
+    blob = b"".join(frames)
+    count = len(messages) if message_count is None else message_count
+    blen = BATCH_HEADER_SIZE + len(blob)
+    ck = 0
+    if checksum:
+        h = xxhash.xxh3_64()
+        h.update(_BATCH_META.pack(partition_id, base_offset, base_timestamp, origin_timestamp, blen))
+        h.update(_U32.pack(count))
+        for f in frames:
+            h.update(f[:8])
+        ck = h.intdigest()
+    head = BATCH_HEADER.write({"partition_id": partition_id, "base_offset": base_offset,
+                               "base_timestamp": base_timestamp, "origin_timestamp": origin_timestamp,
+                               "batch_length": blen, "batch_checksum": ck, "message_count": count,
+                               "reserved": bytes(204)})
+    return head + blob
+
+
+def encode_send_messages(dialect: str, stream: Any, topic: Any, messages: Sequence[Mapping[str, Any]],
+                         partitioning: Any = None, *, messages_count: int | None = None) -> bytes:
+    """A whole SEND_MESSAGES payload (V: the request body) with index table and batch as the dialect has."""
+    meta = IDENTIFIER.write(stream) + IDENTIFIER.write(topic) + PARTITIONING.write(partitioning)
+    if dialect in LEGACY:
+        return meta + encode_messages(dialect, messages)
+    count = len(messages) if messages_count is None else messages_count
+    head = _U32.pack(len(meta) + 4) + meta + _U32.pack(count)
+    if dialect == "V":
+        return head + encode_batch(messages)
+    frames = [encode_frame(dialect, m, polled=False) for m in messages]
+    index = bytearray()
+    pos = 0
+    for f in frames:
+        pos += len(f)
+        index += INDEX_ENTRY.write({"offset": 0, "position": pos, "timestamp": 0})
+    return head + bytes(index) + b"".join(frames)
+
+
+def encode_polled(dialect: str, messages: Sequence[Mapping[str, Any]], *, partition_id: int = 0,
+                  current_offset: int | None = None, messages_count: int | None = None) -> bytes:
+    """A POLL_MESSAGES response payload (V: the reply body) with checksums computed."""
+    if current_offset is None:
+        current_offset = max((m.get("offset", 0) for m in messages), default=0)
+    count = len(messages) if messages_count is None else messages_count
+    head = POLLED_PREFIX.write({"partition_id": partition_id, "current_offset": current_offset,
+                                "messages_count": count})
+    if dialect == "V":
+        return head + (encode_batch(messages, partition_id=partition_id) if messages else b"")
+    return head + encode_messages(dialect, messages, polled=True)
