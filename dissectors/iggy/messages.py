@@ -533,8 +533,7 @@ def decode_send_messages(dialect: str, buf: bytes | memoryview, start: int, end:
         if dialect == "V":
             batches, off, n = _batches(w, off, end, single=True)
             fields += batches
-            if batches and batches[0].name.startswith("batch"):
-                _count_check(w, count, n)
+            _count_check(w, count, n)
             _trailing(w, fields, off, end)
             return Decoded(fields, _info(stream, topic, n), w.problems)
         # Z1/Z2/C: the index table, then the frames.

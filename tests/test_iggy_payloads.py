@@ -1,0 +1,507 @@
+"""Iggy payload decoders: wire types, message formats of every dialect, response payloads.
+
+Bytes come from two sources so that a mistake made the same way in decoder and encoder is caught:
+the layouts' own ``write`` (round trips) and bytes assembled here by hand from the tables of
+iggy.md (struct.pack, with checksums computed here with zlib / xxhash).
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+import pytest
+import xxhash
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dissectors.iggy import messages as M
+from dissectors.iggy import types as T
+from dissectors.schema import DecodeError, F, Struct, field_values
+
+DIALECTS = ("L0", "L1", "Z1", "Z2", "C", "V")
+
+
+def read(t, data: bytes, name: str = "x"):
+    f, off = t.read(name, memoryview(data), 0, len(data))
+    assert off == len(data)
+    return f
+
+
+def kinds(problems) -> list[str]:
+    return [k for k, _ in problems]
+
+
+# ------------------------------------------------------------------------------ wire types (section 2)
+
+
+def test_identifier_numeric_and_string_from_spec_bytes():
+    f = read(T.IDENTIFIER, b"\x01\x04" + struct.pack("<I", 7))
+    assert f.value == 7 and f.size == 6 and T.problems_of([f]) == []
+    assert [c.name for c in f.children] == ["kind", "length", "value"]
+    f = read(T.IDENTIFIER, b"\x02\x06orders")
+    assert f.value == "orders" and f.children[0].display == "string"
+    assert T.IDENTIFIER.write(7) == b"\x01\x04\x07\x00\x00\x00"
+    assert T.IDENTIFIER.write("orders") == b"\x02\x06orders"
+
+
+@pytest.mark.parametrize("data, message", [
+    (b"\x03\x04\x01\x00\x00\x00", "invalid identifier kind 3"),
+    (b"\x01\x02\x01\x00", "numeric identifier length 2"),
+    (b"\x02\x00", "empty string identifier"),
+    (b"\x02\x02\xff\xfe", "not UTF-8"),
+])
+def test_identifier_invalid_values_are_flagged(data, message):
+    f = read(T.IDENTIFIER, data, "stream_id")
+    (problem,) = T.problems_of([f])
+    assert problem[0] == "value" and message in problem[1] and problem[1].startswith("stream_id")
+
+
+@pytest.mark.parametrize("data", [b"", b"\x01", b"\x01\x04\x01\x00", b"\x02\x09orders"])
+def test_identifier_cut_off_raises_decode_error_only(data):
+    with pytest.raises(DecodeError):
+        T.IDENTIFIER.read("s", memoryview(data), 0, len(data))
+
+
+def test_consumer_l0_is_u32_and_l1_is_identifier():
+    f = read(T.CONSUMER_L0, b"\x02" + struct.pack("<I", 9))
+    assert f.value == 9 and f.children[0].display == "consumer_group"
+    f = read(T.CONSUMER, b"\x01\x02\x02cg")
+    assert f.value == "cg" and f.display == "consumer cg"
+    f = read(T.CONSUMER, b"\x05\x01\x04\x01\x00\x00\x00")
+    assert kinds(T.problems_of([f])) == ["value"]
+    assert T.CONSUMER.write({"kind": 1, "id": "cg"}) == b"\x01\x02\x02cg"
+    assert T.CONSUMER_L0.write({"kind": 2, "id": 9}) == b"\x02\x09\x00\x00\x00"
+
+
+def test_partitioning_kinds():
+    assert read(T.PARTITIONING, b"\x01\x00").value is None
+    f = read(T.PARTITIONING, b"\x02\x04\x03\x00\x00\x00")
+    assert f.value == 3 and f.display == "partition 3"
+    assert read(T.PARTITIONING, b"\x03\x03key").value == b"key"
+    for bad in (b"\x04\x00", b"\x01\x01x", b"\x02\x02\x01\x00", b"\x03\x00"):
+        assert kinds(T.problems_of([read(T.PARTITIONING, bad)])) == ["value"], bad
+    assert T.PARTITIONING.write(None) == b"\x01\x00"
+    assert T.PARTITIONING.write(3) == b"\x02\x04\x03\x00\x00\x00"
+
+
+def test_polling_strategy():
+    f = read(T.POLLING_STRATEGY, b"\x01" + struct.pack("<Q", 10))
+    assert f.value == 10 and f.display == "offset 10"
+    assert read(T.POLLING_STRATEGY, b"\x05" + bytes(8)).display == "next"
+    f = read(T.POLLING_STRATEGY, b"\x06" + bytes(8))
+    assert T.problems_of([f]) == [("value", "x: invalid polling kind 6")]
+    with pytest.raises(DecodeError):
+        T.POLLING_STRATEGY.read("x", memoryview(b"\x01" + bytes(7)), 0, 8)
+
+
+def test_optional_partition_id_both_forms():
+    assert read(T.PARTITION_U32, bytes(4)).value is None
+    assert read(T.PARTITION_U32, b"\x02\x00\x00\x00").value == 2
+    assert read(T.PARTITION_FLAGGED, b"\x01\x00\x00\x00\x00").value == 0  # 0-based ids: 0 is a partition
+    assert read(T.PARTITION_FLAGGED, b"\x00\x00\x00\x00\x00").value is None
+    assert T.PARTITION_FLAGGED.write(0) == b"\x01\x00\x00\x00\x00"
+    assert T.PARTITION_FLAGGED.write(None) == bytes(5)
+
+
+def test_names_and_strings():
+    assert read(T.NAME8, b"\x03abc").value == "abc"
+    assert kinds(T.problems_of([read(T.NAME8, b"\x00")])) == ["value"]
+    assert kinds(T.problems_of([read(T.NAME8, b"\x02\xc3\x28")])) == ["value"]
+    assert T.problems_of([read(T.STR32, b"\x00\x00\x00\x00")]) == []
+    assert read(T.STR32, b"\x02\x00\x00\x00hi").value == "hi"
+    with pytest.raises(DecodeError):
+        T.STR32.read("s", memoryview(b"\xff\xff\xff\xffhi"), 0, 6)
+
+
+def _perm_blob() -> bytes:
+    # Hand-assembled from iggy.md 2.7: ten globals, has_streams, stream 5 (six bools, has_topics,
+    # topic 2 (four bools, has_next_topic=0)), has_next_stream=1, stream 6 (no topics), last.
+    g = bytes([1, 0, 0, 1, 0, 0, 0, 0, 1, 1])
+    s5 = struct.pack("<I", 5) + bytes([0, 1, 0, 1, 1, 0]) + b"\x01" + struct.pack("<I", 2) + bytes([0, 1, 1, 0]) + b"\x00"
+    s6 = struct.pack("<I", 6) + bytes(6) + b"\x00"
+    return g + b"\x01" + s5 + b"\x01" + s6 + b"\x00"
+
+
+def test_permissions_blob_from_spec_bytes_and_encoder():
+    blob = _perm_blob()
+    data = b"\x01" + struct.pack("<I", len(blob)) + blob
+    f = read(T.PERMISSIONS, data)
+    assert f.value is True and T.problems_of([f]) == []
+    vals = field_values(f.children)
+    assert vals["global"]["manage_servers"] and vals["global"]["read_users"] and not vals["global"]["manage_users"]
+    s5, s6 = vals["streams"]
+    assert s5["stream_id"] == 5 and s5["read_stream"] and s5["topics"][0]["topic_id"] == 2
+    assert s5["topics"][0]["read_topic"] and not s5["topics"][0]["send_messages"]
+    assert s6["stream_id"] == 6 and s6["topics"] == []
+    assert T.PERMISSIONS.write(vals) == data  # the encoder writes the spec's bytes
+    assert read(T.PERMISSIONS, b"\x00").value is False
+    assert read(T.PERMISSIONS_RESPONSE, bytes(4)).value is False  # UserDetails: u32 0
+
+
+def test_permissions_blob_cut_off_is_flagged():
+    blob = _perm_blob()[:-3]
+    f = read(T.PERMISSIONS, b"\x01" + struct.pack("<I", len(blob)) + blob)
+    assert kinds(T.problems_of([f])) == ["size"]
+    with pytest.raises(DecodeError):  # the length itself overruns
+        T.PERMISSIONS.read("p", memoryview(b"\x01\xff\x00\x00\x00"), 0, 5)
+
+
+def test_types_round_trip_inside_a_struct():
+    layout = Struct(F("consumer", T.CONSUMER), F("stream", T.IDENTIFIER), F("topic", T.IDENTIFIER),
+                    F("partition", T.PARTITION_FLAGGED), F("strategy", T.POLLING_STRATEGY), F("count", T.U32),
+                    F("auto_commit", T.BOOL), F("p", T.PARTITIONING), F("status", T.USER_STATUS_T))
+    value = {"consumer": {"kind": 2, "id": "g"}, "stream": 1, "topic": "orders", "partition": 0,
+             "strategy": {"kind": 2, "value": 1_700_000_000_000_000}, "count": 10, "auto_commit": 1,
+             "p": {"kind": 3, "value": b"k"}, "status": 2}
+    data = layout.write(value)
+    fields, end = layout.read_fields(memoryview(data), 0, len(data))
+    assert end == len(data) and T.problems_of(fields) == []
+    assert layout.write(field_values(fields)) == data
+    assert fields[-1].display == "inactive"
+
+
+# ------------------------------------------------------------------------------ messages: hand-assembled bytes
+
+
+def _legacy_header(key: str, kind: int, value: bytes) -> bytes:
+    k = key.encode()
+    return struct.pack("<I", len(k)) + k + bytes([kind]) + struct.pack("<I", len(value)) + value
+
+
+def _typed_header(key: str, kind: int, value: bytes) -> bytes:
+    return b"\x02" + _legacy_header(key, kind, value)
+
+
+def test_legacy_send_from_spec_bytes():
+    hdr = _legacy_header("h", 2, b"v")
+    msg = struct.pack("<QQ", 42, 0) + struct.pack("<I", len(hdr)) + hdr + struct.pack("<I", 3) + b"abc"
+    data = b"\x01\x04\x01\x00\x00\x00" + b"\x02\x06orders" + b"\x01\x00" + msg
+    for d in ("L0", "L1"):
+        r = M.decode_send_messages(d, data, 0, len(data))
+        assert r.problems == [] and r.info == "stream=1 topic=orders messages=1"
+        (m,) = M.messages_of(r.fields)
+        assert m == {"id": 42, "payload": b"abc", "headers": [{"key": "h", "kind": 2, "value": "v"}]}
+
+
+def test_legacy_polled_from_spec_bytes_and_crc_of_payload_only():
+    payload = b"payload!"
+    hdr = _legacy_header("k", 11, struct.pack("<I", 9))
+    prefix = struct.pack("<IQI", 1, 5, 1)
+    msg = (struct.pack("<QBQ", 5, 1, 1_700_000_000_000_000) + (77).to_bytes(16, "little")
+           + struct.pack("<I", zlib.crc32(payload)) + struct.pack("<I", len(hdr)) + hdr
+           + struct.pack("<I", len(payload)) + payload)
+    assert len(msg) == 45 + len(hdr) + len(payload)
+    data = prefix + msg
+    r = M.decode_polled("L1", data, 0, len(data))
+    assert r.problems == [] and r.info == "messages=1"
+    (m,) = M.messages_of(r.fields)
+    assert m["id"] == 77 and m["offset"] == 5 and m["payload"] == payload and m["state"] == 1
+    assert m["headers"] == [{"key": "k", "kind": 11, "value": 9}]
+    flipped = data[:-1] + bytes([data[-1] ^ 1])
+    r = M.decode_polled("L1", flipped, 0, len(flipped))
+    assert kinds(r.problems) == ["checksum"] and "message 0 (offset 5, id 0x4d)" in r.problems[0][1]
+
+
+def _z_frame(dialect: str, mid: int, payload: bytes, headers: bytes, *, offset=0, ts=0, origin=0,
+             checksum: bool = True) -> bytes:
+    head = struct.pack("<Q", 0) + mid.to_bytes(16, "little") + struct.pack("<QQQII", offset, ts, origin, len(headers),
+                                                                           len(payload))
+    if dialect == "C":
+        head += bytes(8)
+    assert len(head) == (64 if dialect == "C" else 56)
+    frame = head + payload + headers
+    if checksum:
+        body = frame[8:]
+        ck = zlib.crc32(body) if dialect == "Z1" else xxhash.xxh3_64_intdigest(body)
+        frame = struct.pack("<Q", ck) + body
+    return frame
+
+
+@pytest.mark.parametrize("dialect", ["Z1", "Z2", "C"])
+def test_zero_copy_send_from_spec_bytes(dialect):
+    mk = _typed_header if dialect == "C" else _legacy_header
+    frames = [_z_frame(dialect, 1, b"one", mk("a", 2, b"x"), checksum=False),
+              _z_frame(dialect, 2, b"second", b"", checksum=False)]
+    meta = b"\x01\x04\x01\x00\x00\x00" + b"\x02\x06orders" + b"\x02\x04\x00\x00\x00\x00"
+    index = (struct.pack("<IIQ", 0, len(frames[0]), 0) + struct.pack("<IIQ", 0, len(frames[0]) + len(frames[1]), 0))
+    data = struct.pack("<I", len(meta) + 4) + meta + struct.pack("<I", 2) + index + b"".join(frames)
+    r = M.decode_send_messages(dialect, data, 0, len(data))
+    assert r.problems == [] and r.info == "stream=1 topic=orders messages=2"
+    got = M.messages_of(r.fields)
+    assert [m["payload"] for m in got] == [b"one", b"second"] and [m["id"] for m in got] == [1, 2]
+    assert got[0]["headers"][0]["key"] == "a" and got[0]["headers"][0]["value"] == "x"
+    # the encoder writes the same bytes
+    msgs = [{"id": 1, "payload": b"one", "headers": [{"key": "a", "kind": 2, "value": "x"}]},
+            {"id": 2, "payload": b"second"}]
+    assert M.encode_send_messages(dialect, 1, "orders", msgs, 0) == data
+    # and the messages start where the spec puts them: after 4 + metadata_length + 16 * count
+    msgs_field = next(f for f in r.fields if f.name == "messages")
+    assert msgs_field.offset == 4 + len(meta) + 4 + 32
+
+
+@pytest.mark.parametrize("dialect", ["Z1", "Z2", "C"])
+def test_zero_copy_polled_checksum_verified_and_flipped(dialect):
+    mk = _typed_header if dialect == "C" else _legacy_header
+    frames = [_z_frame(dialect, 10 + i, bytes([i]) * (i + 1), mk("h", 9, bytes([i])), offset=i, ts=1000 + i)
+              for i in range(3)]
+    data = struct.pack("<IQI", 0, 2, 3) + b"".join(frames)
+    r = M.decode_polled(dialect, data, 0, len(data))
+    assert r.problems == [] and r.info == "messages=3"
+    got = M.messages_of(r.fields)
+    assert [m["offset"] for m in got] == [0, 1, 2]
+    checks = [c for f in r.fields if f.name == "messages" for m in f.children for c in m.children
+              if c.name == "checksum"]
+    assert [c.display for c in checks] == ["verified"] * 3
+    for pos in (len(data) - 1, 16 + len(frames[0]) + 30):  # a header byte of message 1, a payload byte of 2
+        bad = bytearray(data)
+        bad[pos] ^= 0x40
+        r = M.decode_polled(dialect, bytes(bad), 0, len(bad))
+        assert kinds(r.problems) == ["checksum"], r.problems
+    assert M.encode_polled(dialect, got, partition_id=0, current_offset=2) == data
+
+
+def test_z1_checksum_is_crc32_and_z2_is_xxh3():
+    frame = _z_frame("Z1", 1, b"x", b"")
+    assert struct.unpack_from("<Q", frame)[0] == zlib.crc32(frame[8:])
+    frame = _z_frame("Z2", 1, b"x", b"")
+    assert struct.unpack_from("<Q", frame)[0] == xxhash.xxh3_64_intdigest(frame[8:])
+    # a Z1 frame read as Z2 does not verify
+    data = struct.pack("<IQI", 0, 0, 1) + _z_frame("Z1", 1, b"x", b"")
+    assert kinds(M.decode_polled("Z2", data, 0, len(data)).problems) == ["checksum"]
+
+
+def _v_frame(mid: int, payload: bytes, headers: bytes, offset_delta: int, ts_delta: int) -> bytes:
+    body = (mid.to_bytes(16, "little") + struct.pack("<IIII", offset_delta, ts_delta, len(headers), len(payload))
+            + bytes(8) + payload + headers)
+    assert len(body) == 40 + len(payload) + len(headers)
+    return struct.pack("<Q", xxhash.xxh3_64_intdigest(body)) + body
+
+
+def _v_batch(frames: list[bytes], *, partition=1, base_offset=100, base_ts=5, origin=1000) -> bytes:
+    blob = b"".join(frames)
+    blen = 256 + len(blob)
+    h = xxhash.xxh3_64()
+    h.update(struct.pack("<QQQQQI", partition, base_offset, base_ts, origin, blen, len(frames)))
+    for f in frames:
+        h.update(f[:8])
+    head = struct.pack("<QQQQQQI", partition, base_offset, base_ts, origin, blen, h.intdigest(), len(frames))
+    head += bytes(256 - len(head))
+    return head + blob
+
+
+def test_v_send_and_poll_from_spec_bytes():
+    frames = [_v_frame(1, b"first", _typed_header("a", 3, b"\x01"), 0, 0), _v_frame(2, b"second", b"", 1, 7)]
+    batch = _v_batch(frames)
+    meta = b"\x01\x04\x01\x00\x00\x00" + b"\x01\x04\x02\x00\x00\x00" + b"\x01\x00"
+    body = struct.pack("<I", len(meta) + 4) + meta + struct.pack("<I", 2) + batch
+    r = M.decode_send_messages("V", body, 0, len(body))
+    assert r.problems == [] and r.info == "stream=1 topic=2 messages=2"
+    got = M.messages_of(r.fields)
+    assert [(m["id"], m["payload"], m["offset"], m["origin_timestamp"]) for m in got] == [
+        (1, b"first", 100, 1000), (2, b"second", 101, 1007)]
+    assert got[0]["headers"] == [{"key_kind": 2, "key": "a", "kind": 3, "value": True}]
+    batch_field = next(f for f in r.fields if f.name == "batch[0]")
+    assert batch_field.child("batch_checksum").display == "verified"
+    # poll reply: the 16-byte prefix, then two stored batches
+    second = _v_batch([_v_frame(3, b"third", b"", 0, 0)], base_offset=102)
+    reply = struct.pack("<IQI", 1, 102, 3) + batch + second
+    r = M.decode_polled("V", reply, 0, len(reply))
+    assert r.problems == [] and r.info == "messages=3"
+    assert [m["offset"] for m in M.messages_of(r.fields)] == [100, 101, 102]
+    # a flipped payload byte: one message checksum fails; the batch checksum (over the stored
+    # checksums only) still verifies
+    bad = bytearray(reply)
+    bad[16 + 256 + 48] ^= 1
+    r = M.decode_polled("V", bytes(bad), 0, len(bad))
+    assert kinds(r.problems) == ["checksum"] and "message 0" in r.problems[0][1]
+    # a flipped stored checksum: that message and its batch
+    bad = bytearray(reply)
+    bad[16 + 256] ^= 1
+    assert kinds(M.decode_polled("V", bytes(bad), 0, len(bad)).problems) == ["checksum", "checksum"]
+
+
+def test_v_encoder_matches_hand_bytes():
+    frames = [_v_frame(1, b"first", b"", 0, 0), _v_frame(2, b"second", b"", 1, 7)]
+    msgs = [{"id": 1, "payload": b"first", "offset": 100, "origin_timestamp": 1000},
+            {"id": 2, "payload": b"second", "offset": 101, "origin_timestamp": 1007}]
+    assert M.encode_batch(msgs, partition_id=1, base_timestamp=5) == _v_batch(frames)
+
+
+def test_v_reserved_bytes_must_be_zero():
+    frame = bytearray(_v_frame(1, b"p", b"", 0, 0))
+    frame[40] = 1
+    body = bytes(frame[8:])
+    frame[:8] = struct.pack("<Q", xxhash.xxh3_64_intdigest(body))
+    batch = bytearray(_v_batch([bytes(frame)]))
+    batch[200] = 9  # batch header reserved area (not covered by the batch checksum)
+    reply = struct.pack("<IQI", 1, 100, 1) + bytes(batch)
+    assert sorted(kinds(M.decode_polled("V", reply, 0, len(reply)).problems)) == ["reserved", "reserved"]
+
+
+# ------------------------------------------------------------------------------ messages: encoder round trips
+
+ALL_KINDS = [(1, b"\x00raw"), (2, "text"), (3, True), (4, -5), (5, -300), (6, -70000), (7, -(1 << 40)),
+             (8, -(1 << 100)), (9, 200), (10, 60000), (11, 4_000_000_000), (12, 1 << 63), (13, 1 << 127),
+             (14, 1.5), (15, -2.25)]
+
+
+def _sample_messages() -> list[dict]:
+    headers = [{"key": f"k{kind}", "kind": kind, "value": value} for kind, value in ALL_KINDS]
+    return [
+        {"id": 1, "payload": b"hello", "headers": headers, "offset": 0, "timestamp": 1_700_000_000_000_000,
+         "origin_timestamp": 1_700_000_000_000_000},
+        {"id": (1 << 128) - 1, "payload": bytes(range(256)) * 300, "offset": 1, "timestamp": 1_700_000_000_000_001,
+         "origin_timestamp": 1_700_000_000_000_001},  # over 64 KB
+        {"id": 3, "payload": b"x", "headers": [{"key": "only", "kind": 2, "value": "one"}], "offset": 2,
+         "timestamp": 1_700_000_000_000_002, "origin_timestamp": 1_700_000_000_000_002},
+    ]
+
+
+def _plain_headers(m: dict) -> list:
+    return [(h["key"], h["kind"], h["value"]) for h in m.get("headers", [])]
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_every_dialect_round_trips_messages_with_every_header_kind(dialect):
+    sent = _sample_messages()
+    data = M.encode_send_messages(dialect, "s", 7, sent, {"kind": 3, "value": b"key"})
+    r = M.decode_send_messages(dialect, data, 0, len(data))
+    assert r.problems == [] and r.info == "stream=s topic=7 messages=3"
+    got = M.messages_of(r.fields)
+    assert [(m["id"], m["payload"], _plain_headers(m)) for m in got] == [
+        (m["id"], m["payload"], _plain_headers(m)) for m in sent]
+    polled = M.encode_polled(dialect, sent, partition_id=1)
+    r = M.decode_polled(dialect, polled, 0, len(polled))
+    assert r.problems == [] and r.info == "messages=3"
+    back = M.messages_of(r.fields)
+    assert [(m["id"], m["payload"], m["offset"], _plain_headers(m)) for m in back] == [
+        (m["id"], m["payload"], m["offset"], _plain_headers(m)) for m in sent]
+    # Field offsets are relative to the buffer the caller passes (the whole frame)
+    frame = b"\x00" * 8 + polled
+    r2 = M.decode_polled(dialect, frame, 8, len(frame))
+    assert r2.problems == [] and r2.fields[0].offset == 8
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_header_kind_values_decode_to_python_values(dialect):
+    sent = _sample_messages()[:1]
+    polled = M.encode_polled(dialect, sent)
+    got = M.messages_of(M.decode_polled(dialect, polled, 0, len(polled)).fields)
+    values = {h["kind"]: h["value"] for h in got[0]["headers"]}
+    assert values == dict(ALL_KINDS)
+
+
+def test_unknown_header_kind_and_wrong_fixed_size():
+    for dialect, mk in (("L1", _legacy_header), ("C", _typed_header)):
+        hdrs = mk("a", 99, b"zz") + mk("b", 11, b"\x01\x02")
+        if dialect == "L1":
+            msg = struct.pack("<QBQ", 0, 1, 0) + (1).to_bytes(16, "little") + struct.pack("<I", zlib.crc32(b"p"))
+            msg += struct.pack("<I", len(hdrs)) + hdrs + struct.pack("<I", 1) + b"p"
+        else:
+            msg = _z_frame("C", 1, b"p", hdrs)
+        data = struct.pack("<IQI", 0, 0, 1) + msg
+        r = M.decode_polled(dialect, data, 0, len(data))
+        assert kinds(r.problems) == ["header_kind", "value"], r.problems
+
+
+def test_empty_header_key_and_value():
+    hdrs = _legacy_header("", 2, b"")
+    data = struct.pack("<IQI", 0, 0, 1) + _z_frame("Z2", 1, b"p", hdrs)
+    assert kinds(M.decode_polled("Z2", data, 0, len(data)).problems) == ["value", "value"]
+
+
+# ------------------------------------------------------------------------------ inconsistent and hostile input
+
+
+def test_count_disagrees_with_bytes():
+    sent = _sample_messages()
+    for dialect in DIALECTS:
+        data = M.encode_polled(dialect, sent, messages_count=5)
+        assert kinds(M.decode_polled(dialect, data, 0, len(data)).problems) == ["count"], dialect
+    for dialect in ("Z1", "Z2", "C", "V"):
+        data = M.encode_send_messages(dialect, 1, 1, sent[:1], messages_count=0)
+        r = M.decode_send_messages(dialect, data, 0, len(data))
+        assert "count" in kinds(r.problems), dialect
+
+
+def test_huge_count_does_not_allocate():
+    data = M.encode_send_messages("C", 1, 1, [{"id": 1, "payload": b"x"}], messages_count=0xFFFFFFFF)
+    r = M.decode_send_messages("C", data, 0, len(data))
+    assert kinds(r.problems) == ["count"]
+    data = struct.pack("<IQI", 0, 0, 0xFFFFFFFF)
+    for dialect in DIALECTS:
+        assert kinds(M.decode_polled(dialect, data, 0, len(data)).problems) == ["count"]
+
+
+def test_metadata_length_and_index_position_and_reserved():
+    data = bytearray(M.encode_send_messages("C", 1, 1, [{"id": 1, "payload": b"x"}, {"id": 2, "payload": b"y"}]))
+    bad = bytearray(data)
+    bad[0] += 1
+    assert kinds(M.decode_send_messages("C", bytes(bad), 0, len(bad)).problems) == ["size"]
+    meta = struct.unpack_from("<I", data)[0]
+    bad = bytearray(data)
+    bad[4 + meta] = 1  # index entry 0: offset must be 0 (metadata_length counts messages_count)
+    bad[4 + meta + 16 + 4] ^= 1  # index entry 1: wrong position
+    assert kinds(M.decode_send_messages("C", bytes(bad), 0, len(bad)).problems) == ["value", "size"]
+    bad = bytearray(data)
+    first = 4 + meta + 32
+    bad[first + 56] = 1  # reserved u64 of the 64-byte header
+    assert kinds(M.decode_send_messages("C", bytes(bad), 0, len(bad)).problems) == ["reserved"]
+
+
+def test_payload_over_limit_and_overrun():
+    frame = bytearray(_z_frame("C", 1, b"x", b"", checksum=False))
+    frame[52:56] = struct.pack("<I", 10_000_001)
+    data = struct.pack("<IQI", 0, 0, 1) + bytes(frame)
+    r = M.decode_polled("C", data, 0, len(data))
+    assert kinds(r.problems) == ["size", "size"]  # the cut-off message still counts as found
+    assert "limit" in r.problems[0][1] and "overrun" in r.problems[1][1]
+
+
+def test_trailing_bytes():
+    data = M.encode_polled("Z2", _sample_messages()[:1]) + b"junk"
+    r = M.decode_polled("Z2", data, 0, len(data))
+    assert kinds(r.problems) == ["size"] and r.fields[-1].name == "trailing"
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_every_truncation_is_reported_without_exception(dialect):
+    sent = _sample_messages()
+    sent[1]["payload"] = b"p" * 40
+    polled = M.encode_polled(dialect, sent)
+    send = M.encode_send_messages(dialect, 1, "t", sent)
+    for n in range(len(polled)):
+        r = M.decode_polled(dialect, polled, 0, n)
+        assert isinstance(r, M.Decoded)
+        if n:
+            assert r.problems, (dialect, n)
+    for n in range(len(send)):
+        r = M.decode_send_messages(dialect, send, 0, n)
+        assert isinstance(r, M.Decoded)
+        if dialect not in ("L0", "L1"):  # legacy SendMessages has no count: a cut at a message boundary is valid
+            assert r.problems, (dialect, n)
+
+
+def test_empty_poll_response_is_no_messages():
+    assert M.decode_polled("C", b"", 0, 0) == M.Decoded([], "messages=0")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(DIALECTS), st.binary(max_size=600))
+def test_random_bytes_never_raise(dialect, data):
+    for fn in (M.decode_send_messages, M.decode_polled):
+        r = fn(dialect, data, 0, len(data))
+        assert isinstance(r, T.Decoded)
+        assert all(k in T.PROBLEM_KINDS for k in kinds(r.problems))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(DIALECTS), st.integers(0, 10_000), st.integers(0, 255))
+def test_mutated_messages_never_raise(dialect, pos, byte):
+    for data in (M.encode_polled(dialect, _sample_messages()[:1]),
+                 M.encode_send_messages(dialect, 1, 1, _sample_messages()[:1])):
+        bad = bytearray(data)
+        bad[pos % len(bad)] = byte
+        for fn in (M.decode_send_messages, M.decode_polled):
+            assert isinstance(fn(dialect, bytes(bad), 0, len(bad)), T.Decoded)
