@@ -62,7 +62,7 @@ class _Lane:
         for i, fr, kept in (*self.head, *self.marked, *self.tail):
             if i not in seen:
                 seen[i] = Arrow(i, fr.packets[1], fr.ts, str(fr.direction), fr.command, fr.info, fr.size,
-                                fr.latency, kept)
+                                getattr(fr, "latency", None), kept)
         return [seen[i] for i in sorted(seen)]
 
 
@@ -104,9 +104,10 @@ def collect(path: str, analyzer: Analyzer, policy: RulePolicy, baseline: Contain
                 if ev.ref is not None and len(anchors) < ANCHORS:
                     # A frame the dissector may name later as the request a response answers.
                     anchors[(ev.flow, ev.direction, ev.offset)] = ev.command
-                latency = ev.latency
+                # getattr: a frame class that sets its slots itself may leave these two unset.
+                latency = getattr(ev, "latency", None)
                 if latency is not None:
-                    req = ev.request
+                    req = getattr(ev, "request", None)
                     name = anchors.pop((ev.flow, req[0], req[1]), "") if req is not None else ""
                     lkey = (ev.protocol, name, ev.command)
                     samples = latencies.get(lkey)
