@@ -75,8 +75,11 @@ DISSECTOR_ERROR = Rule("engine.dissector_error", Severity.ERROR, Category.MALFOR
 CHECKPOINT_FINISHED = Rule("engine.checkpoint_finished", Severity.NOTE, Category.CAPTURE,
                            "A conversation was finished at a checkpoint because its dissector cannot save "
                            "its state; it continues as a new, mid-stream conversation")
+UNDECODED = Rule("engine.undecoded", Severity.NOTE, Category.UNKNOWN,
+                 "No dissector claimed a conversation that carried data: its bytes were not decoded "
+                 "(`streamproto follow FLOW` shows them; --decode-as PORT=PROTO forces a protocol)")
 ENGINE_RULES: tuple[Rule, ...] = (*TCP_RULES, TRUNCATED_PACKET, UNKNOWN_LINKTYPE, DISSECTOR_ERROR,
-                                  CHECKPOINT_FINISHED)
+                                  CHECKPOINT_FINISHED, UNDECODED)
 
 #: Closed conversations remembered to absorb their trailing packets.
 CLOSED_KEEP = 4096
@@ -97,8 +100,12 @@ class Analyzer:
     """Runs packets through reassembly and dissectors. Iterate :meth:`run` for events."""
 
     def __init__(self, dissectors: dict[str, Dissector] | None = None, decode_as: dict[int, str] | None = None,
-                 max_buffer: int = 8 * 1024 * 1024, idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT) -> None:
+                 max_buffer: int = 8 * 1024 * 1024, idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+                 fallback: Dissector | None = None) -> None:
         self.dissectors = dissectors if dissectors is not None else load_dissectors()
+        #: Decodes the conversations no dissector claims (`streamproto follow` hands their bytes on
+        #: this way); None: they stay undecoded and each gets an ``engine.undecoded`` note.
+        self.fallback = fallback
         self.decode_as = dict(decode_as or {})
         self.max_buffer = max_buffer
         self.idle_timeout = idle_timeout or None
@@ -147,6 +154,12 @@ class Analyzer:
         if per_file and len(self._capture_files) + len(ordered) > 1:
             self.multi_file = True
         return self.run(self._capture_files.packets(ordered, lambda: self.packets), final=final)
+
+    def next_wakeup(self) -> float | None:
+        """The capture time at which the earliest open conversation wakes (deadline or idle
+        expiry), or None: the pipeline replays only the packets that wake it when it continues a
+        conversation from another file. May be a stale entry's time (waking then does nothing)."""
+        return self._heap[0][0] if self._heap else None
 
     def locate(self, packet: int) -> tuple[str | None, int]:
         """(file, packet number within it) of a packet ordinal; file None when not reading files."""
@@ -404,9 +417,12 @@ class Analyzer:
         name = self._port_proto(server[1]) or self._port_proto(client[1])
         if name:
             self._choose(conv, self.dissectors[name])
-        if not self.dissectors:
-            conv.undecided = False  # nothing could decode it: only reassemble
-            self._index(conv)
+        if not self.dissectors and conv.conn is None:
+            if self.fallback is not None:
+                self._choose(conv, self.fallback)
+            else:
+                conv.undecided = False  # nothing could decode it: only reassemble
+                self._index(conv)
         self._wakeups.schedule(conv, self.idle_timeout)
         return conv
 
@@ -453,6 +469,9 @@ class Analyzer:
         confidence, dissector, from_client = best_guess(self.dissectors.values(), data)
         if dissector is None or confidence < SNIFF_THRESHOLD:
             if len(data) >= SNIFF_LIMIT:
+                if self.fallback is not None:
+                    self._choose(conv, self.fallback)
+                    return False
                 conv.undecided = False  # give up: the conversation stays undecoded
                 self._decided(conv)
             return False
@@ -638,6 +657,8 @@ class Analyzer:
                     ref[2] = last
                 if ev.dialect:
                     info.dialect = ev.dialect
+                else:  # every frame of a conversation names the dialect seen so far, as flows does
+                    ev.dialect = info.dialect
                 n_frames += 1
                 for f in ev.findings:
                     f.flow, f.frame, f.community_id = fid, last, cid
@@ -673,11 +694,13 @@ class Analyzer:
             events = side.flush(ts)
             if events:
                 yield from self._stream(conv, direction, events, ts)
-        if conv.undecided and conv.pending and self.dissectors:
+        if conv.undecided and conv.pending and (self.dissectors or self.fallback):
             # Short conversation: decide on whatever arrived.
             for direction in (_C2S, _S2C):
                 if conv.side(direction).sniff_buf and conv.conn is None:
                     self._sniff(conv, direction)
+            if conv.conn is None and self.fallback is not None:
+                self._choose(conv, self.fallback)
             if conv.conn is not None:
                 pending, conv.pending = conv.pending, None
                 for d, p in pending or ():
@@ -689,6 +712,8 @@ class Analyzer:
                 yield self._account(conv, _dissector_crash(conv, exc))
             if conv.conn.dialect:
                 conv.info.dialect = conv.conn.dialect
+        elif conv.info.protocol is None and (conv.info.bytes_c2s or conv.info.bytes_s2c):
+            yield self._account(conv, _undecoded(conv.info))
         if self._live.get(conv.key) is conv:
             del self._live[conv.key]
         if not expired:
@@ -782,6 +807,11 @@ def _dissector_crash(conv: Conversation, exc: Exception) -> Finding:
     f = DISSECTOR_ERROR(f"{conv.info.protocol} dissector failed: {type(exc).__name__}: {exc}")
     f.flow = conv.info.id
     return f
+
+
+def _undecoded(info: FlowInfo) -> Finding:
+    return UNDECODED(f"no dissector claimed this conversation: {info.bytes_c2s} bytes c2s, {info.bytes_s2c} "
+                     f"bytes s2c undecoded (client port {info.client_port}, server port {info.server_port})")
 
 
 def analyze_file(path: str, decode_as: dict[int, str] | None = None) -> Iterator[Event]:
