@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from analyzer.api import Field
+from dissectors.kit import inflate
 from dissectors.rabbitmq_stream import amqp
 
 #: Magic/version, chunk type, entries, records, timestamp, epoch, first offset, CRC, data length,
@@ -31,65 +32,27 @@ U32 = struct.Struct(">I")
 CHUNK_TYPES = {0: "user data", 1: "tracking delta", 2: "tracking snapshot"}
 COMPRESSION = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd", 5: "reserved", 6: "reserved",
                7: "user-defined"}
-#: Decompressed sub-batches larger than this are not expanded (a length from the wire never decides
-#: how much memory we use).
-MAX_UNCOMPRESSED = 64 << 20
+#: Bytes a sub-batch may expand to beyond its declared uncompressed length before decoding stops
+#: (reported either way: a length that does not match is a finding).
+TOLERANCE = 1024
+#: Codec of each compression code the kit decodes (:mod:`dissectors.kit.inflate`).
+CODECS = {1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 
 
-# ------------------------------------------------------------------------------ optional codecs
-def _snappy() -> Callable[[bytes, int], bytes] | None:
-    try:
-        import snappy  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-
-    def dec(data: bytes, limit: int) -> bytes:
-        if data[:10] == b"\xff\x06\x00\x00sNaPpY":
-            d = snappy.StreamDecompressor()
-            return d.decompress(data)[:limit]
-        return snappy.uncompress(data)[:limit]
-
-    return dec
-
-
-def _lz4() -> Callable[[bytes, int], bytes] | None:
-    try:
-        import lz4.frame  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-
-    def dec(data: bytes, limit: int) -> bytes:
-        d = lz4.frame.LZ4FrameDecompressor()
-        return d.decompress(data, max_length=limit)
-
-    return dec
-
-
-def _zstd() -> Callable[[bytes, int], bytes] | None:
-    try:
-        import zstandard  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-
-    def dec(data: bytes, limit: int) -> bytes:
-        # Read through a stream so a small frame claiming a huge output never expands past the limit.
-        with zstandard.ZstdDecompressor().stream_reader(data) as reader:
-            return reader.read(limit)
-
-    return dec
-
-
+# ------------------------------------------------------------------------------ codecs
 def _none(data: bytes, limit: int) -> bytes:
     return data[:limit]
 
 
-def _gzip(data: bytes, limit: int) -> bytes:
-    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    return d.decompress(data, limit)
+def _codec(name: str) -> Callable[[bytes, int], bytes] | None:
+    """At most ``limit`` bytes of ``data`` decompressed (None: the codec's library is missing)."""
+    if not inflate.available(name):
+        return None
+    return lambda data, limit: inflate.inflate(name, data, limit)
 
 
 DECOMPRESSORS: dict[int, Callable[[bytes, int], bytes] | None] = {
-    0: _none, 1: _gzip, 2: _snappy(), 3: _lz4(), 4: _zstd(),
+    0: _none, **{code: _codec(name) for code, name in CODECS.items()},
 }
 
 
@@ -187,14 +150,19 @@ class LazyField(_LazyChildren):
 
 
 class ChunkProblem:
-    """Problems met while decoding entries (the connection turns them into findings)."""
+    """Problems met while decoding entries (the connection turns them into findings), and what
+    the frame may still expand to: one per frame, so that many sub-batches together stay under
+    the decompression limit too."""
 
-    __slots__ = ("crc_mismatch", "errors", "notes")
+    __slots__ = ("crc_mismatch", "errors", "notes", "limits", "budget")
 
     def __init__(self) -> None:
         self.crc_mismatch: tuple[int, int] | None = None
         self.errors: list[str] = []
         self.notes: list[str] = []
+        #: Sub-batches not decoded because they would expand past the decompression limit.
+        self.limits: list[str] = []
+        self.budget = inflate.limit()
 
 
 def decode_entries(buf: bytes, pos: int, end: int, base: int, n_entries: int, first_offset: int | None,
@@ -301,14 +269,10 @@ def _sub_batch_records(buf: bytes, body: int, dlen: int, comp: int, count: int, 
             problems.notes.append(f"entry {entry}: {COMPRESSION[comp]} sub-batch shown compressed "
                                   f"(no decoder available)")
             return [Field("compressed", bytes(buf[body:body + dlen]), body - base, dlen)], 0
-        limit = min(ulen if ulen is not None else MAX_UNCOMPRESSED, MAX_UNCOMPRESSED)
-        try:
-            data = dec(bytes(buf[body:body + dlen]), limit)
-        except Exception as exc:  # any codec failure is the data's fault, not ours
-            problems.errors.append(f"entry {entry}: {COMPRESSION[comp]} sub-batch does not decompress: {exc}")
+        got = _inflate(dec, bytes(buf[body:body + dlen]), comp, ulen, problems, entry)
+        if got is None:
             return [Field("compressed", bytes(buf[body:body + dlen]), body - base, dlen)], 0
-        if ulen is not None and len(data) != ulen:
-            problems.errors.append(f"entry {entry}: sub-batch uncompressed length is {len(data)}, header says {ulen}")
+        data = got
         dbase, start, stop = -1, 0, len(data)
     out: list[Field] = []
     pos = start
@@ -329,6 +293,50 @@ def _sub_batch_records(buf: bytes, body: int, dlen: int, comp: int, count: int, 
         if pos != stop:
             problems.errors.append(f"entry {entry}: {stop - pos} bytes after the sub-batch's {count} records")
     return out, len(out)
+
+
+def _inflate(dec: Callable[[bytes, int], bytes], payload: bytes, comp: int, ulen: int | None,
+             problems: ChunkProblem, entry: int) -> bytes | None:
+    """A sub-batch's records, decompressed within the frame's budget; None (and why, in
+    ``problems``) when they are not to be decoded.
+
+    What the header declares bounds the output before anything is decompressed: a declared size
+    over the budget is not expanded at all, and the output stops a little past the declared size
+    (``TOLERANCE``), so neither a lying header nor a bomb can make us allocate more than the limit.
+    """
+    name = COMPRESSION[comp]
+    room = problems.budget
+    over = f"the decompression limit ({room} bytes left for this frame; {inflate.ENV} sets it)"
+    if ulen is not None and ulen > room:
+        problems.limits.append(f"entry {entry}: {name} sub-batch declares {ulen} bytes uncompressed, over "
+                               f"{over}; its records are not decoded")
+        return None
+    want = room if ulen is None else min(ulen + TOLERANCE, room)
+    try:
+        data = dec(payload, want + 1)  # one byte more tells whether it expands past what we want
+    except inflate.Excess as exc:
+        if ulen is None:
+            problems.limits.append(f"entry {entry}: {name} sub-batch states {exc.size} bytes uncompressed, over "
+                                   f"{over}; its records are not decoded")
+        else:
+            problems.errors.append(f"entry {entry}: {name} sub-batch states {exc.size} bytes uncompressed, "
+                                   f"its header {ulen}; its records are not decoded")
+        return None
+    except Exception as exc:  # any codec failure is the data's fault, not ours
+        problems.errors.append(f"entry {entry}: {name} sub-batch does not decompress: {exc}")
+        return None
+    problems.budget -= min(len(data), want)
+    if len(data) > want:
+        if ulen is None or want < ulen + TOLERANCE:
+            problems.limits.append(f"entry {entry}: {name} sub-batch expands past {over}; decoding stopped there "
+                                   f"and its records are not decoded")
+        else:
+            problems.errors.append(f"entry {entry}: {name} sub-batch expands past its declared {ulen} bytes "
+                                   f"(decoding stopped {TOLERANCE} bytes later); its records are not decoded")
+        return None
+    if ulen is not None and len(data) != ulen:
+        problems.errors.append(f"entry {entry}: sub-batch uncompressed length is {len(data)}, header says {ulen}")
+    return data
 
 
 def ts_display(ms: int) -> str:
@@ -405,7 +413,7 @@ def decode_chunk(buf: bytes, pos: int, end: int, problems: ChunkProblem, info: C
             problems.errors.append(f"chunk says {n_entries} entries, data holds {n_seen}")
         elif stop != dend:
             problems.errors.append(f"{dend - stop} bytes left in the data section after {n_entries} entries")
-        elif recs != n_records and not problems.notes:
+        elif recs != n_records and not problems.notes and not problems.limits:
             problems.errors.append(f"chunk says {n_records} records, entries hold {recs}")
     f.append(LazyField("entries", n_seen, data, dend - data,
                        lambda: decode_entries(buf, data, dend, 0, n_entries, first, ChunkProblem())[0]))

@@ -469,6 +469,8 @@ def _deliver(frame: Frame, data: bytes, version: int, dia: Dialect, findings: li
         findings.append(R.CHUNK_MALFORMED(f"chunk {info.first_offset}: {msg}", command="Deliver"))
     for msg in problems.notes:
         findings.append(R.CHUNK_COMPRESSED(f"chunk {info.first_offset}: {msg}", command="Deliver"))
+    for msg in problems.limits:
+        findings.append(R.LIMIT(f"chunk {info.first_offset}: {msg}", command="Deliver"))
     frame.info = f"Deliver sub={sub} first_offset={info.first_offset} records={info.records}"
     if info.chunk_type:
         frame.info += f" type={info.chunk_type}"

@@ -61,6 +61,7 @@ class PublishEntries(WireType):
         (count,) = struct.unpack_from(">i" if self.draft else ">I", raw, off)
         off += 4
         items: list[Field] = []
+        problems = None  # one for the frame, made at its first sub-batch: they share one decompression budget
         for i in range(count):
             if off >= end:
                 raise DecodeError(f"{name}: count {count} but the frame ends after {i} messages", off)
@@ -76,10 +77,11 @@ class PublishEntries(WireType):
             if off + 4 > end:
                 raise DecodeError(f"{name}[{i}]: message length needs 4 bytes", off)
             if raw[off] & 0x80 and self.version == 1 and not self.draft:
-                problems = ch.ChunkProblem()
+                problems = problems or ch.ChunkProblem()
                 entries, _recs, new = ch.decode_entries(raw, off, end, 0, 1, None, problems)
-                if problems.errors or not entries:
-                    raise DecodeError(f"{name}[{i}]: " + "; ".join(problems.errors or ["bad sub-batch"]), off)
+                if problems.errors or problems.limits or not entries:
+                    raise DecodeError(f"{name}[{i}]: " + "; ".join(problems.errors or problems.limits
+                                                                   or ["bad sub-batch"]), off)
                 sb = entries[0]
                 assert sb.children is not None
                 sb.children[:0] = extra
