@@ -1,0 +1,174 @@
+"""The field catalogue of the Iggy dissector (``streamproto fields iggy``), generated from the
+command layouts (:mod:`.commands`) and the message layouts (:mod:`.messages`).
+
+Names: what every frame can carry is ``iggy.<field>`` (:data:`COMMON`: the classic frame header,
+the V consensus header, computed fields); everything else is ``iggy.<command>.<path>`` with the
+frame's command in snake_case (``iggy.poll_messages.strategy.kind``), list elements adding nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from dissectors.iggy import messages as M
+from dissectors.iggy import types as T
+from dissectors.iggy.commands import COMMANDS, REGISTER_REPLY, SEND_PAYLOAD, Maybe, ProtocolVersion
+from dissectors.kit.catalog import Catalog, int_type, snake
+from dissectors.schema import Array, Int, Prefixed, Rest, Struct, WireType
+
+PROTOCOL = "iggy"
+COMMON: dict[str, tuple[str, str]] = {
+    "length": ("uint32", "Request: code + payload bytes; response: payload bytes"),
+    "code": ("uint32", "Command code"),
+    "status": ("uint32", "Response status (0 OK, else an error code)"),
+    "payload": ("bytes", "The payload of a frame whose command is unknown, or not decoded"),
+    "undecoded": ("bytes", "The rest of a payload too short for its command's fields"),
+    "trailing": ("bytes", "Bytes left after every field of the command"),
+    "body": ("bytes", "A V body whose command or operation is not decoded"),
+    "response_time": ("double", "Seconds from the request to this response (computed)"),
+    "results": ("uint32", "V replicated reply: the result section's count"),
+    "results.index": ("uint32", "V result entry: index"),
+    "results.result": ("uint32", "V result entry: result code"),
+    "header": ("struct", "V consensus header (256 bytes)"),
+}
+_V_HEADER = {
+    "checksum": "uint64", "checksum_body": "uint64", "cluster": "uint64", "size": "uint32", "view": "uint32",
+    "release": "uint32", "command": "uint8", "replica": "uint8", "client": "uint64", "request_checksum": "uint64",
+    "timestamp": "uint64", "request": "uint64", "operation": "uint8", "session": "uint64", "user_id": "uint32",
+    "context": "uint64", "op": "uint64", "commit": "uint64", "server_protocol_version": "uint32",
+    "server_protocol_version_min": "uint32", "reason": "uint8",
+}
+
+
+def field_name(command: str, path: Sequence[str]) -> str:
+    """The catalogue name of the field at ``path`` in a frame of ``command``."""
+    joined = ".".join(path)
+    if joined in COMMON or path[0] == "header":
+        return f"{PROTOCOL}.{joined}"
+    return f"{PROTOCOL}.{snake(command)}.{joined}"
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.cat = Catalog(PROTOCOL)
+
+    def add(self, path: str, type: str, description: str = "", repeated: bool = False) -> None:
+        old = self.cat.get(f"{PROTOCOL}.{path}")
+        if old is not None and (old.type != type or old.repeated != repeated):
+            return  # the same name in another dialect's layout: the first registration wins
+        self.cat.add(path, type, description, repeated)
+
+    def wire(self, path: str, t: WireType, repeated: bool) -> None:
+        if isinstance(t, type(T.U128)):
+            self.add(path, "bytes", "u128", repeated)  # beyond JSON's integers in most consumers
+        elif isinstance(t, ProtocolVersion | Int):
+            fmt = t._st.format
+            self.add(path, "float" if fmt.endswith("f") else "double" if fmt.endswith("d") else int_type(fmt),
+                     t.doc, repeated)
+        elif isinstance(t, Prefixed):
+            self.add(path, "string" if t.text else "bytes", t.doc, repeated)
+        elif isinstance(t, Rest):
+            self.add(path, "bytes", t.doc, repeated)
+        elif isinstance(t, Maybe):
+            self.add(path, "struct", t.doc, repeated)
+            self.add(f"{path}.has", "uint8", "Present flag", repeated)
+            self.wire(f"{path}.{path.rsplit('.', 1)[-1]}", t.inner, repeated)
+        elif isinstance(t, Array):
+            if isinstance(t.element, Struct):
+                self.add(path, "struct", "", True)
+                self.struct(path, t.element, True)
+            else:
+                self.wire(path, t.element, True)
+        elif isinstance(t, Struct):
+            self.add(path, "struct", t.doc, repeated)
+            self.struct(path, t, repeated)
+        elif isinstance(t, T.Identifier):
+            self.add(path, "string", "Identifier (numeric id or name)", repeated)
+            self.add(f"{path}.kind", "uint8", "Identifier kind (1 numeric, 2 string)", repeated)
+            self.add(f"{path}.length", "uint8", "Identifier length", repeated)
+            self.add(f"{path}.value", "string", "Identifier value", repeated)
+        elif isinstance(t, T.Consumer):
+            self.add(path, "string", t.doc, repeated)
+            self.add(f"{path}.kind", "uint8", "Consumer kind (1 consumer, 2 consumer group)", repeated)
+            if t.legacy:
+                self.add(f"{path}.id", "uint32", "Consumer id", repeated)
+            else:
+                self.wire(f"{path}.id", T.IDENTIFIER, repeated)
+        elif isinstance(t, T.Partitioning):
+            self.add(path, "string", "Partitioning", repeated)
+            self.add(f"{path}.kind", "uint8", "Partitioning kind", repeated)
+            self.add(f"{path}.length", "uint8", "Partitioning value length", repeated)
+            self.add(f"{path}.value", "bytes", "Partition id or messages key", repeated)
+        elif isinstance(t, T.PollingStrategy):
+            self.add(path, "uint64", t.doc, repeated)
+            self.add(f"{path}.kind", "uint8", "Polling kind", repeated)
+            self.add(f"{path}.value", "uint64", "Polling value", repeated)
+        elif isinstance(t, T.OptionalPartition):
+            self.add(path, "uint32", t.doc, repeated)
+            if t.flagged:
+                self.add(f"{path}.flag", "uint8", "1 = partition id present", repeated)
+                self.add(f"{path}.partition_id", "uint32", "Partition id", repeated)
+        elif isinstance(t, T.Permissions):
+            self.add(path, "bool", t.doc, repeated)
+            self.add(f"{path}.has_permissions", "uint8", "Permissions present", repeated)
+            self.add(f"{path}.length", "uint32", "Permissions blob length", repeated)
+            self.add(f"{path}.blob", "bytes", "A permissions blob that does not decode", repeated)
+            self.add(f"{path}.global", "struct", "Global permissions", repeated)
+            for n in T.GLOBAL_PERMISSIONS:
+                self.add(f"{path}.global.{n}", "bool", "", repeated)
+            self.add(f"{path}.streams", "uint32", "Per-stream permissions", True)
+            self.add(f"{path}.streams.stream_id", "uint32", "", True)
+            for n in T.STREAM_PERMISSIONS:
+                self.add(f"{path}.streams.{n}", "bool", "", True)
+            self.add(f"{path}.streams.topics", "uint32", "Per-topic permissions", True)
+            self.add(f"{path}.streams.topics.topic_id", "uint32", "", True)
+            for n in T.TOPIC_PERMISSIONS:
+                self.add(f"{path}.streams.topics.{n}", "bool", "", True)
+        else:
+            raise TypeError(f"{path}: no catalogue type for {type(t).__name__}")
+
+    def struct(self, prefix: str, s: Struct, repeated: bool) -> None:
+        for f in s.fields:
+            self.wire(f"{prefix}.{f.name}" if prefix else f.name, f.type, repeated)
+
+    def messages(self, prefix: str) -> None:
+        """The fields of a decoded SEND_MESSAGES payload or POLL_MESSAGES response (every format)."""
+        self.add(f"{prefix}.metadata_length", "uint32", "Bytes of stream, topic, partitioning and count")
+        self.wire(f"{prefix}.stream_id", T.IDENTIFIER, False)
+        self.wire(f"{prefix}.topic_id", T.IDENTIFIER, False)
+        self.wire(f"{prefix}.partitioning", T.PARTITIONING, False)
+        self.add(f"{prefix}.messages_count", "uint32", "Messages announced")
+        self.add(f"{prefix}.partition_id", "uint32", "Partition polled")
+        self.add(f"{prefix}.current_offset", "uint64", "The partition's highest offset")
+        self.add(f"{prefix}.index", "uint32", "Index table (position of each message's end)", True)
+        self.struct(f"{prefix}.index", M.INDEX_ENTRY, True)
+        self.add(f"{prefix}.messages", "uint32", "The messages", True)
+        for header in M.FRAME_HEADER.values():
+            self.struct(f"{prefix}.messages", header, True)
+        for name, typ in (("state", "uint8"), ("headers_length", "uint32"), ("payload", "bytes"),
+                          ("headers", "uint32"), ("headers.key", "string"), ("headers.key_kind", "uint8"),
+                          ("headers.kind", "uint8"), ("headers.value", "string")):
+            self.add(f"{prefix}.messages.{name}", typ, "", True)
+        self.add(f"{prefix}.rest", "bytes", "Bytes that could not be decoded")
+
+
+def build() -> Catalog:
+    b = _Builder()
+    for name, (typ, doc) in COMMON.items():
+        b.add(name, typ, doc, name.startswith("results."))
+    for name, typ in _V_HEADER.items():
+        b.add(f"header.{name}", typ, "V consensus header field")
+    b.add("header.code", "uint32", "V NonReplicated request: the classic command code")
+    for cmd in COMMANDS.values():
+        for _, layout in cmd.layouts:
+            if layout is SEND_PAYLOAD:
+                b.messages(snake(cmd.name))
+            else:
+                assert isinstance(layout, Struct)
+                b.struct(snake(cmd.name), layout, False)
+    b.struct("login_register_response", REGISTER_REPLY, False)
+    b.messages("poll_messages_response")
+    return b.cat
+
+
+CATALOG = build()

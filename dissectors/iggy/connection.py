@@ -1,0 +1,599 @@
+"""Per-connection state of the Iggy dissector, built on the kit.
+
+Sans-IO: bytes in through ``feed``/``gap``/``end``, Frames and Findings out. The first bytes decide
+the framing (classic, or V's consensus header: :func:`.framing.detect`); an
+:class:`~.framing.IggyFramer` per direction cuts frames. Classic responses carry no correlation id,
+so they pair with requests strictly in order (``Correlator.in_order()``); V replies name their
+request number (``Correlator.by_id()``). The login is a transition table (:mod:`.login`).
+
+The dialect: V from its framing; otherwise every classic dialect starts as a candidate and a
+request or response that one candidate's layout cannot decode (and another's can) removes it
+(:meth:`IggyConnection._narrow`); LOGIN_USER's SDK version puts the dialect it implies first. Each
+frame is decoded with, and labelled by, the first remaining candidate. ``--dialect iggy=NAME``
+fixes the dialect. All state is plain data: ``snapshot()`` / ``IggyDissector.resume``.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from analyzer.api import Connection, Direction, Event, Field, Finding, Frame
+from dissectors.iggy import payloads
+from dissectors.iggy import rules as R
+from dissectors.iggy.commands import (
+    BY_NAME,
+    COMMANDS,
+    EVICTION_REASONS,
+    LOGINS,
+    LOGOUT,
+    NON_REPLICATED,
+    OPERATIONS,
+    REGISTER,
+    REGISTER_REPLY,
+    REPLICATED,
+    RESULTS,
+    V_COMMANDS,
+    V_EVICTION,
+    V_REPLY,
+    V_REQUEST,
+    VERSION_EVICTIONS,
+    Command,
+)
+from dissectors.iggy.dialects import CLASSIC, DIALECTS, accepts, from_sdk_version, order, unpack_version
+from dissectors.iggy.framing import REQUEST, RESPONSE, VSR, IggyFramer, detect
+from dissectors.iggy.login import MACHINE
+from dissectors.iggy.status import CLIENT_MISTAKES, OK, UNSOLICITED, known, status_name, status_text
+from dissectors.iggy.types import Decoded
+from dissectors.kit import Correlator, Piece, plain_state
+from dissectors.kit import state as kit_state
+from dissectors.schema import DecodeError
+
+PAIR = struct.Struct("<II")
+U32 = struct.Struct("<I")
+U64 = struct.Struct("<Q")
+C2S, S2C = Direction.C2S, Direction.S2C
+#: Bytes held while the first bytes cannot tell classic from V framing yet.
+DETECT_LIMIT = 64
+#: A request judged before login (its Unauthenticated answer is then no news).
+BEFORE_LOGIN = 1
+UNAUTHENTICATED = 40
+
+
+@plain_state
+class IggyConnection(Connection):
+    __slots__ = ("midstream", "forced", "dialect", "cands", "framing", "pending", "framer_c2s", "framer_s2c",
+                 "pairs", "login", "lossy", "client_version")
+
+    def __init__(self, midstream: bool, forced: str | None = None) -> None:
+        self.midstream = midstream
+        #: The dialect the user fixed (``-o iggy.dialect``), or None to detect it.
+        self.forced = forced
+        #: Classic dialects still possible, the preferred first (V: ["V"]).
+        self.cands: list[str] = [forced] if forced else list(CLASSIC)
+        self.dialect: str | None = forced
+        #: None until the first bytes tell classic from V framing.
+        self.framing: str | None = None if forced is None else (VSR if forced == "V" else REQUEST)
+        #: Bytes held per direction while the framing is undecided: [direction, bytes, ts] items.
+        self.pending: list[list[Any]] | None = None
+        self.framer_c2s: IggyFramer | None = None
+        self.framer_s2c: IggyFramer | None = None
+        self.pairs: Correlator | None = None
+        if self.framing is not None:
+            self._start(self.framing == VSR)
+        # Login state (kit Machine); None when the capture joined mid-stream (not judged).
+        self.login: str | None = None if midstream else MACHINE.start
+        # After a capture gap requests or responses may be lost: pairing proves nothing any more.
+        self.lossy = midstream
+        #: V: the protocol version of the client's LOGIN_REGISTER.
+        self.client_version: int | None = None
+
+    def _start(self, vsr: bool) -> None:
+        synced = not self.midstream
+        if vsr:
+            self.framing = VSR
+            self.cands = ["V"]
+            self.dialect = "V"
+            self.framer_c2s = IggyFramer("c2s", VSR, synced)
+            self.framer_s2c = IggyFramer("s2c", VSR, synced)
+            self.pairs = Correlator.by_id()
+        else:
+            self.framing = REQUEST
+            self.framer_c2s = IggyFramer("c2s", REQUEST, synced)
+            self.framer_s2c = IggyFramer("s2c", RESPONSE, synced)
+            self.pairs = Correlator.in_order()
+
+    # ------------------------------------------------------------------ sans-IO entry points
+    def feed(self, direction: Direction, data: bytes, ts: float) -> list[Event]:
+        if self.framing is None:
+            return self._detect(direction, data, ts)
+        return self._cut(direction, data, ts)
+
+    def gap(self, direction: Direction, length: int, ts: float) -> list[Event]:
+        self.lossy = True
+        if self.framing is None:
+            # What was held is the start of a frame whose rest is lost: drop it, the framer
+            # starts out of sync once the framing is known.
+            self.pending = [p for p in self.pending or () if p[0] != direction] or None
+            self.midstream = True
+            return []
+        framer = self.framer_c2s if direction == "c2s" else self.framer_s2c
+        assert framer is not None
+        framer.lost(length)
+        return []
+
+    def end(self, ts: float) -> list[Event]:
+        out: list[Event] = []
+        if self.framing is None:
+            if not self.pending:
+                return out
+            out.extend(self._decide(self.pending[0][0], b""))
+        for framer in (self.framer_c2s, self.framer_s2c):
+            assert framer is not None
+            out.extend(framer.end(R.JUNK, R.INCOMPLETE))
+        if not self.lossy and self.pairs is not None:
+            out.extend(self.pairs.unanswered(R.UNANSWERED, _unanswered))
+        return out
+
+    def snapshot(self) -> dict[str, Any]:
+        return kit_state.snapshot(self)
+
+    # ------------------------------------------------------------------ framing
+    def _detect(self, direction: Direction, data: bytes, ts: float) -> list[Event]:
+        pending = self.pending if self.pending is not None else []
+        held = b"".join(p[1] for p in pending if p[0] == direction) + data
+        pending.append([direction, data, ts])
+        self.pending = pending
+        kind = detect(direction, held)
+        if kind is None and len(held) < DETECT_LIMIT:
+            return []
+        return self._decide(direction, held)
+
+    def _decide(self, direction: str, held: bytes) -> list[Event]:
+        """Fix the framing from ``held`` (the bytes of ``direction`` so far), then feed everything
+        held, in the order it came."""
+        kind = detect(direction, held)
+        self._start(kind == VSR)
+        pending, self.pending = self.pending or [], None
+        out: list[Event] = []
+        for d, data, ts in pending:
+            out.extend(self._cut(Direction(d), data, ts))
+        return out
+
+    def _cut(self, direction: Direction, data: bytes, ts: float) -> list[Event]:
+        framer = self.framer_c2s if direction == "c2s" else self.framer_s2c
+        assert framer is not None
+        out: list[Event] = []
+        for item in framer.cut(data, framer.measure, framer.resync, R.JUNK):
+            if type(item) is Piece:
+                out.append(self._frame(direction, item, ts))
+            else:
+                out.append(item)  # type: ignore[arg-type]
+        if framer.over:
+            for at, length in framer.over:
+                out.append(R.OVER_LIMIT(f"{direction}: frame length {length} at stream offset {at} is over the "
+                                        f"64 MiB limit"))
+            framer.over = None
+        return out
+
+    def _frame(self, d: Direction, piece: Piece, ts: float) -> Frame:
+        if self.framing == VSR:
+            return self._vsr(d, piece, ts)
+        if d is C2S:
+            return self._request(piece, ts)
+        return self._response(piece, ts)
+
+    # ------------------------------------------------------------------ classic requests
+    def _request(self, piece: Piece, ts: float) -> Frame:
+        data = piece.data
+        (length,) = U32.unpack_from(data, 0)
+        fields = [Field("length", length, 0, 4)]
+        frame = Frame(C2S, piece.offset, len(data), "INVALID", None, "", fields, [], self.dialect, data)
+        if len(data) < 8:
+            # length < 4: no room for the code. The server answers InvalidCommand.
+            frame.findings.append(R.TOO_SHORT(f"request length {length} is below 4 (no command code)",
+                                              command="INVALID", field="length"))
+            if len(data) > 4:
+                fields.append(Field("undecoded", data[4:], 4, len(data) - 4))
+            frame.info = f"INVALID length={length}"
+            self._pair_request(frame, None, ts, 0)
+            return frame
+        (code,) = U32.unpack_from(data, 4)
+        cmd = COMMANDS.get(code)
+        if cmd is not None and not any(cmd.known_in(c) for c in self.cands):
+            cmd = None
+        fields.append(Field("code", code, 4, 4, cmd.name if cmd is not None else "unknown"))
+        if cmd is None:
+            frame.command = "UNKNOWN"
+            frame.code = code
+            frame.findings.append(R.UNKNOWN_COMMAND(f"command code {code} is not defined in dialect "
+                                                    f"{self._best()}", command="UNKNOWN", field="code"))
+            if len(data) > 8:
+                fields.append(Field("payload", data[8:], 8, len(data) - 8))
+            frame.info = f"UNKNOWN code={code}"
+            self._pair_request(frame, None, ts, 0)
+            return frame
+        decoded = self._narrow(cmd, data, 8)
+        frame.dialect = self.dialect
+        self._request_frame(frame, cmd, decoded)
+        flags = self._judge_login(frame, cmd)
+        self._pair_request(frame, cmd, ts, flags)
+        return frame
+
+    def _best(self) -> str:
+        return self.cands[0]
+
+    def _narrow(self, cmd: Command, data: bytes, start: int) -> payloads.Request:
+        """Decode the request with the preferred candidate dialect; while several remain, drop those
+        whose layout cannot account for the bytes when another's can."""
+        cands = self.cands
+        if len(cands) > 1:
+            results = {c: payloads.request(cmd, c, data, start) for c in cands if cmd.known_in(c)}
+            good = [c for c in cands if c in results and results[c].fits()]
+            if good and len(good) < len(cands):
+                self.cands = cands = good
+            if cmd.code == 38:
+                self._prefer_sdk(results.get(cands[0]))
+            self.dialect = cands[0]
+            return results.get(cands[0]) or payloads.request(cmd, cands[0], data, start)
+        self.dialect = cands[0]
+        return payloads.request(cmd, cands[0], data, start)
+
+    def _prefer_sdk(self, decoded: Decoded | None) -> None:
+        """LOGIN_USER names the SDK version, which implies a dialect: prefer it among the candidates."""
+        if decoded is None or self.forced:
+            return
+        version = next((f.value for f in decoded.fields if f.name == "version"), None)
+        if isinstance(version, str):
+            self.cands = order(self.cands, from_sdk_version(version))
+
+    def _request_frame(self, frame: Frame, cmd: Command, decoded: payloads.Request) -> None:
+        """Fill in a request frame from its decoded payload: fields, findings, Info."""
+        frame.command = cmd.name
+        frame.code = cmd.code
+        frame.fields.extend(decoded.fields)
+        findings = frame.findings
+        if decoded.cut is not None:
+            text, _, field = decoded.cut
+            findings.append(R.TRUNCATED(f"{cmd.name}: {text}", command=cmd.name, field=field))
+        if decoded.trailing is not None:
+            findings.append(R.TRAILING(f"{cmd.name}: {len(frame.data or b'') - decoded.trailing} bytes after the "
+                                       f"last field", command=cmd.name))
+        _problems(findings, decoded.problems, cmd.name)
+        frame.info = _request_info(cmd, decoded)
+
+    def _judge_login(self, frame: Frame, cmd: Command) -> int:
+        state = self.login
+        if state is None:
+            return 0
+        code = cmd.code
+        event = "PING" if code == 1 else "LOGIN" if code in LOGINS else "LOGOUT" if code == LOGOUT else "COMMAND"
+        nxt, rule = MACHINE.judge(state, "c2s", event)
+        self.login = nxt
+        if rule is None:
+            return 0
+        frame.findings.append(rule(f"{cmd.name} before a successful login ({MACHINE.labels.get(state, state)})",
+                                   command=cmd.name))
+        return BEFORE_LOGIN
+
+    def _pair_request(self, frame: Frame, cmd: Command | None, ts: float, flags: int) -> None:
+        assert self.pairs is not None
+        f = self.pairs.request("c2s", 0, frame.command, frame.anchor(), ts, [cmd.code if cmd else None, flags],
+                               limit_rule=R.LIMIT)
+        if f is not None:
+            frame.findings.append(f)
+
+    # ------------------------------------------------------------------ classic responses
+    def _response(self, piece: Piece, ts: float) -> Frame:
+        data = piece.data
+        status, length = PAIR.unpack_from(data, 0)
+        fields = [Field("status", status, 0, 4, status_name(status)), Field("length", length, 4, 4)]
+        frame = Frame(S2C, piece.offset, len(data), "RESPONSE", None, "", fields, [], self.dialect, data)
+        assert self.pairs is not None
+        pending = self.pairs.response("s2c", 0)
+        self._answer(frame, pending, status, data, 8, ts)
+        return frame
+
+    def _answer(self, frame: Frame, pending: list[Any] | None, status: int, data: bytes, start: int,
+                ts: float, suffix: str = "") -> tuple[int | None, Decoded | None]:
+        """What a classic response and a V reply share: pairing, status, payload, login, Info."""
+        findings = frame.findings
+        code: int | None = None
+        name = "RESPONSE"
+        flags = 0
+        if pending is None:
+            if status != UNSOLICITED and not self.lossy and self.framing != VSR:
+                findings.append(R.UNKNOWN_RESPONSE(f"response status={status_text(status)} with no request "
+                                                   f"outstanding", command="RESPONSE"))
+        else:
+            code, flags = pending[3]
+            name = pending[0]
+            frame.command = f"{name}_RESPONSE"
+            frame.code = code
+            frame.request = pending[1]
+            frame.latency = dt = ts - pending[2]
+            frame.fields.append(Field("response_time", dt, -1, 0, f"{dt:.6f} s after {name}"))
+        command = frame.command
+        decoded: Decoded | None = None
+        if status != OK:
+            if len(data) > start:
+                findings.append(R.ERROR_PAYLOAD(f"{command}: error status {status} with {len(data) - start} "
+                                                f"payload bytes", command=command))
+            self._status(frame, status, flags)
+        elif code is not None and len(data) > start:
+            decoded = self._decode_response(code, data, start)
+            frame.dialect = self.dialect
+            frame.fields.extend(decoded.fields)
+            _problems(findings, decoded.problems, command)
+        if code in LOGINS and self.login is not None:
+            event = "LOGIN_OK" if status == OK else "LOGIN_FAILED"
+            self.login, _ = MACHINE.judge(self.login, "s2c", event)
+        head = f"response to {name}" if pending is not None else "response"
+        info = f"{head} status={status_text(status)}"
+        if decoded is not None and decoded.info:
+            info += " " + decoded.info
+        info += suffix
+        if pending is not None:
+            info += f" ({_ms(frame.latency or 0.0)})"
+        frame.info = info
+        return code, decoded
+
+    def _decode_response(self, code: int, data: bytes, start: int) -> Decoded:
+        cands = self.cands
+        if len(cands) > 1:
+            results = {c: payloads.response(code, c, data, start) for c in cands}
+            good = [c for c in cands if not results[c].problems]
+            if good and len(good) < len(cands):
+                self.cands = cands = good
+            self.dialect = cands[0]
+            return results[cands[0]]
+        return payloads.response(code, cands[0], data, start)
+
+    def _status(self, frame: Frame, status: int, flags: int) -> None:
+        command = frame.command
+        if status == UNAUTHENTICATED and flags & BEFORE_LOGIN:
+            return  # the request was reported: this answer is what it deserved
+        text = f"{command}: status {status} {status_name(status)}"
+        if not known(status):
+            frame.findings.append(R.UNKNOWN_STATUS(text, command=command, field="status"))
+        elif status in CLIENT_MISTAKES:
+            frame.findings.append(R.ERROR_STATUS(text, command=command, field="status"))
+        else:
+            frame.findings.append(R.REFUSED(text, command=command, field="status"))
+
+    # ------------------------------------------------------------------ V (consensus header)
+    def _vsr(self, d: Direction, piece: Piece, ts: float) -> Frame:
+        data = piece.data
+        vcmd = data[60]
+        header = _v_header(data)
+        frame = Frame(d, piece.offset, len(data), V_COMMANDS.get(vcmd, "UNKNOWN").upper(), None, "", [header], [],
+                      "V", data)
+        if vcmd == V_REQUEST:
+            self._v_request(frame, data, ts)
+        elif vcmd == V_REPLY:
+            self._v_reply(frame, data, ts)
+        elif vcmd == V_EVICTION:
+            self._v_eviction(frame, data)
+        else:
+            if vcmd not in V_COMMANDS:
+                frame.findings.append(R.UNKNOWN_OPERATION(f"V header command {vcmd} is not defined",
+                                                          command="UNKNOWN", field="command"))
+            if len(data) > 256:
+                frame.fields.append(Field("body", data[256:], 256, len(data) - 256))
+            frame.info = f"{frame.command} size={len(data)}"
+        _reserved(frame, data, 62, 128, "header")
+        return frame
+
+    def _v_request(self, frame: Frame, data: bytes, ts: float) -> None:
+        header = frame.fields[0]
+        assert header.children is not None
+        (number,) = U64.unpack_from(data, 168)
+        op = data[176]
+        opname, code = OPERATIONS.get(op, ("unknown", None))
+        (at196,) = U32.unpack_from(data, 196)
+        header.children += [
+            _u128(data, "client", 128), _u128(data, "request_checksum", 144),
+            Field("timestamp", U64.unpack_from(data, 160)[0], 160, 8), Field("request", number, 168, 8),
+            Field("operation", op, 176, 1, opname), Field("session", U64.unpack_from(data, 184)[0], 184, 8),
+            Field("user_id", U32.unpack_from(data, 192)[0], 192, 4)]
+        _reserved(frame, data, 177, 184, "padding")
+        if op == NON_REPLICATED or (op == REGISTER and at196 in LOGINS):
+            code = at196
+            header.children.append(Field("code", at196, 196, 4, COMMANDS[at196].name if at196 in COMMANDS
+                                         else "unknown"))
+            _reserved(frame, data, 200, 256, "reserved")
+        else:
+            _reserved(frame, data, 196, 256, "reserved")
+        cmd = COMMANDS.get(code) if code is not None else None
+        if cmd is not None and not cmd.known_in("V"):
+            cmd = None
+        if cmd is None:
+            frame.command = "UNKNOWN"
+            what = f"operation {op}" if code is None else f"command code {code} (operation {op})"
+            frame.findings.append(R.UNKNOWN_OPERATION(f"V request {what} is not defined", command="UNKNOWN",
+                                                      field="operation"))
+            if len(data) > 256:
+                frame.fields.append(Field("body", data[256:], 256, len(data) - 256))
+            frame.info = f"UNKNOWN operation={op} req={number}"
+            frame.code = code
+            flags = 0
+        else:
+            decoded = payloads.request(cmd, "V", data, 256)
+            self._request_frame(frame, cmd, decoded)
+            frame.info += f" req={number}"
+            flags = self._judge_login(frame, cmd)
+            if cmd.code == 40:
+                cv = next((f for f in decoded.fields if f.name == "client_version"), None)
+                if cv is not None and cv.children:
+                    self.client_version = cv.children[0].value
+                    frame.info += f" protocol={cv.children[0].display}"
+        assert self.pairs is not None
+        f = self.pairs.request("c2s", number, frame.command, frame.anchor(), ts, [frame.code, flags, op],
+                               duplicate=R.DUPLICATE, limit_rule=R.LIMIT)
+        if f is not None:
+            frame.findings.append(f)
+
+    def _v_reply(self, frame: Frame, data: bytes, ts: float) -> None:
+        header = frame.fields[0]
+        assert header.children is not None
+        (number,) = U64.unpack_from(data, 200)
+        op = data[208]
+        (status,) = U32.unpack_from(data, 216)
+        header.children += [
+            _u128(data, "request_checksum", 128), _u128(data, "context", 144), _u128(data, "client", 160),
+            Field("op", U64.unpack_from(data, 176)[0], 176, 8), Field("commit", U64.unpack_from(data, 184)[0], 184, 8),
+            Field("timestamp", U64.unpack_from(data, 192)[0], 192, 8), Field("request", number, 200, 8),
+            Field("operation", op, 208, 1, OPERATIONS.get(op, ("unknown", None))[0]),
+            Field("status", status, 216, 4, status_name(status))]
+        _reserved(frame, data, 209, 216, "padding")
+        _reserved(frame, data, 220, 256, "reserved")
+        assert self.pairs is not None
+        pending = self.pairs.response("s2c", number)
+        if pending is None and not self.lossy:
+            frame.findings.append(R.UNKNOWN_REPLY(f"reply to request number {number} that matches no outstanding "
+                                                  f"request", command="RESPONSE"))
+        elif pending is not None and len(pending[3]) > 2 and pending[3][2] != op:
+            frame.findings.append(R.MISMATCH(f"reply operation {op} to a request of operation {pending[3][2]}",
+                                             command=pending[0]))
+        start = 256
+        if status == OK and op in REPLICATED and len(data) > start:
+            results, start = _results(frame, data, start)
+            if results is not None and results.value:
+                frame.findings.append(R.REFUSED(f"{pending[0] if pending else 'reply'}: {results.value} failed "
+                                                f"results", command=pending[0] if pending else "RESPONSE"))
+        if pending is not None and pending[3][0] in (40, 45) and status == OK and len(data) > start:
+            self._register_reply(frame, pending, data, start, ts, number)
+            return
+        self._answer(frame, pending, status, data, start, ts, f" req={number}")
+
+    def _register_reply(self, frame: Frame, pending: list[Any], data: bytes, start: int, ts: float,
+                        number: int) -> None:
+        decoded = payloads.Request([])
+        kids, off = [], start
+        view = memoryview(data)
+        try:
+            for spec in REGISTER_REPLY.fields:
+                f, off = spec.type.read(spec.name, view, off, len(data), spec)
+                kids.append(f)
+        except DecodeError as exc:  # the body is cut
+            frame.findings.append(R.TRUNCATED(f"LOGIN_REGISTER reply: {exc}", command="LOGIN_REGISTER_RESPONSE"))
+        finally:
+            view.release()
+        decoded.fields = kids
+        if off < len(data):
+            frame.findings.append(R.TRAILING(f"LOGIN_REGISTER reply: {len(data) - off} bytes after the last field",
+                                             command="LOGIN_REGISTER_RESPONSE"))
+        server = next((f.value for f in kids if f.name == "server_protocol_version"), None)
+        decoded.info = f"user_id={kids[0].value}" if kids else ""
+        if server is not None and self.client_version is not None and not accepts(server, self.client_version):
+            frame.findings.append(R.PROTOCOL_VERSION(
+                f"client protocol {_ver(self.client_version)} is newer than the server's {_ver(server)}",
+                command="LOGIN_REGISTER_RESPONSE", field="server_protocol_version"))
+        # Pairing, login and Info as for every reply; the body is decoded here.
+        self._answer(frame, pending, OK, data, len(data), ts, f" {decoded.info} req={number}")
+        frame.fields.extend(kids)
+
+    def _v_eviction(self, frame: Frame, data: bytes) -> None:
+        header = frame.fields[0]
+        assert header.children is not None
+        server, minimum = struct.unpack_from("<II", data, 144)
+        reason = data[255]
+        rname = EVICTION_REASONS.get(reason, "UNKNOWN")
+        header.children += [_u128(data, "client", 128),
+                            Field("server_protocol_version", server, 144, 4, _ver(server)),
+                            Field("server_protocol_version_min", minimum, 148, 4, _ver(minimum)),
+                            Field("reason", reason, 255, 1, rname)]
+        _reserved(frame, data, 152, 255, "reserved")
+        frame.info = f"EVICTION reason={reason} {rname}"
+        frame.findings.append(R.EVICTION(f"the server evicted the client: {rname} ({reason})", command="EVICTION",
+                                         field="reason"))
+        cv = self.client_version
+        if reason in VERSION_EVICTIONS or (cv is not None and not accepts(server, cv, minimum)):
+            shown = _ver(cv) if cv is not None else "unknown"
+            frame.findings.append(R.PROTOCOL_VERSION(
+                f"client protocol {shown} is not accepted by a server of protocol {_ver(server)} "
+                f"(minimum {_ver(minimum)})", command="EVICTION", field="server_protocol_version"))
+        # An evicted session gets no more replies.
+        if self.pairs is not None:
+            self.pairs.clear()
+        self.login = MACHINE.start if self.login is not None else None
+
+
+# ---------------------------------------------------------------------- helpers
+def _unanswered(d: str, key: Any, pending: list[Any]) -> str | None:
+    if d != "c2s":
+        return None
+    return f"{pending[0]} was never answered" + (f" (request number {key})" if key else "")
+
+
+def _problems(findings: list[Finding], problems: list[tuple[str, str]], command: str) -> None:
+    for kind, message in problems:
+        rule = R.PROBLEM_RULES.get(kind, R.INVALID_VALUE)
+        findings.append(rule(f"{command}: {message}", command=command))
+
+
+def _request_info(cmd: Command, decoded: Decoded) -> str:
+    if cmd.name == "SEND_MESSAGES":
+        return f"{cmd.name} {decoded.info}".rstrip()
+    values = {f.name: f for f in decoded.fields}
+    parts = [cmd.name]
+    for label, key in cmd.info:
+        f = values.get(key)
+        if f is None:
+            continue
+        v: Any = f.value if f.display is None or isinstance(f.value, str) else f.display
+        if isinstance(v, bytes):
+            v = v.hex()
+        if isinstance(v, str) and (v == "" or " " in v):
+            v = repr(v)
+        parts.append(f"{label}={v}")
+    return " ".join(parts)
+
+
+def _ms(seconds: float) -> str:
+    ms = seconds * 1000
+    return f"{ms:.1f} ms" if ms >= 0.1 else f"{ms * 1000:.0f} µs"
+
+
+def _ver(v: int) -> str:
+    major, minor, patch = unpack_version(v)
+    return f"{major}.{minor}.{patch}"
+
+
+def _u128(data: bytes, name: str, at: int) -> Field:
+    v = int.from_bytes(data[at:at + 16], "little")
+    return Field(name, v, at, 16, f"{v:#034x}" if v else "0")
+
+
+def _v_header(data: bytes) -> Field:
+    """The common prefix of the 256-byte header (9.1); the connection adds the command's part."""
+    size, view, release = struct.unpack_from("<III", data, 48)
+    vcmd = data[60]
+    kids = [_u128(data, "checksum", 0), _u128(data, "checksum_body", 16), _u128(data, "cluster", 32),
+            Field("size", size, 48, 4), Field("view", view, 52, 4), Field("release", release, 56, 4),
+            Field("command", vcmd, 60, 1, V_COMMANDS.get(vcmd, "unknown")), Field("replica", data[61], 61, 1)]
+    return Field("header", vcmd, 0, 256, V_COMMANDS.get(vcmd, "unknown"), kids)
+
+
+def _reserved(frame: Frame, data: bytes, start: int, end: int, what: str) -> None:
+    if any(data[start:end]):
+        at = next(i for i in range(start, end) if data[i])
+        frame.findings.append(R.RESERVED(f"{frame.command}: V header {what} bytes {start}..{end} are not zero "
+                                         f"(first at {at})", command=frame.command, field=what))
+
+
+def _results(frame: Frame, data: bytes, start: int) -> tuple[Field | None, int]:
+    """The result section of a replicated reply: count u32, then count x {index u32, result u32}."""
+    view = memoryview(data)
+    try:
+        f, off = RESULTS.read("results", view, start, len(data))
+    except DecodeError as exc:  # the count overruns the body
+        frame.findings.append(R.TRUNCATED(f"{frame.command}: result section: {exc}", command=frame.command))
+        return None, len(data)
+    finally:
+        view.release()
+    frame.fields.append(f)
+    return f, off
+
+
+__all__ = ["IggyConnection", "BY_NAME", "DIALECTS"]

@@ -1,0 +1,66 @@
+"""The payload decoders of :mod:`.messages` and :mod:`.responses` as the connection calls them,
+and the request layouts of :mod:`.commands` decoded into a :class:`~dissectors.iggy.types.Decoded`,
+so that every payload, regular or not, comes back in one form.
+"""
+
+from __future__ import annotations
+
+from analyzer.api import Field
+from dissectors.iggy.commands import SEND_PAYLOAD, Command
+from dissectors.iggy.messages import decode_send_messages
+from dissectors.iggy.responses import decode_response
+from dissectors.iggy.types import Decoded, problems_of
+from dissectors.schema import DecodeError, Struct
+
+
+class Request(Decoded):
+    """A request payload decoded: the fields, their problems, and what is wrong with the sizes
+    (``cut``: a DecodeError's message and offset; ``trailing``: where unread bytes start)."""
+
+    cut: tuple[str, int, str] | None = None
+    trailing: int | None = None
+
+    def fits(self) -> bool:
+        """Whether the layout accounts for the bytes exactly (dialect detection's test)."""
+        return self.cut is None and self.trailing is None and not any(
+            kind in ("size", "count", "reserved") for kind, _ in self.problems)
+
+
+def request(cmd: Command, dialect: str, data: bytes, start: int) -> Request:
+    """The payload ``data[start:]`` of a request of ``cmd`` as ``dialect`` lays it out."""
+    layout = cmd.layout(dialect)
+    end = len(data)
+    if layout is SEND_PAYLOAD:
+        d = decode_send_messages(dialect, data, start, end)
+        out = Request(d.fields, d.info, d.problems)
+        return out
+    assert isinstance(layout, Struct)
+    fields: list[Field] = []
+    out = Request(fields)
+    view = memoryview(data)
+    off = start
+    try:
+        for spec in layout.fields:
+            if spec.optional and off >= end:
+                break
+            try:
+                f, off = spec.type.read(spec.name, view, off, end, spec)
+            except DecodeError as exc:
+                out.cut = (str(exc), exc.offset, spec.name)
+                if exc.offset < end:
+                    fields.append(Field("undecoded", data[exc.offset:], exc.offset, end - exc.offset))
+                break
+            fields.append(f)
+        else:
+            if off < end:
+                out.trailing = off
+                fields.append(Field("trailing", data[off:], off, end - off))
+    finally:
+        view.release()
+    out.problems = problems_of(fields)
+    return out
+
+
+def response(code: int, dialect: str, data: bytes, start: int) -> Decoded:
+    """The payload ``data[start:]`` of a successful response to a request of ``code``."""
+    return decode_response(code, dialect, data, start, len(data))
