@@ -42,12 +42,15 @@ from wire import (
     parse_user_headers,
     str32,
     u8,
+    u16,
     u32,
     u64,
 )
 
 USERNAME, PASSWORD = "iggy", "iggy"  # the default root credentials (§7.2)
-BIG_PAYLOAD = 256  # payloads longer than this are logged as sha256 + length, not hex
+BIG_PAYLOAD = 256
+SERVER_PROTOCOL = 11 << 10  # V: binary protocol 0.11.0 packed as major<<20 | minor<<10 | patch (§9.5)
+SERVER_VERSION = "0.9.0-edge.2"  # payloads longer than this are logged as sha256 + length, not hex
 
 
 def now_us() -> int:
@@ -82,6 +85,7 @@ class Group:
     name: str
     members: dict[int, list[int]] = field(default_factory=dict)  # client id -> partition ids
     turn: int = 0  # which assigned partition the next member poll reads (round robin)
+    generation: int = 0  # V: bumped on every rebalance, reported by SYNC_CONSUMER_GROUP
 
 
 @dataclass
@@ -93,6 +97,7 @@ class Topic:
     message_expiry: int
     max_topic_size: int
     replication_factor: int
+    options: bytes = b""  # V: the options block given at create, echoed in topic headers
     partitions: dict[int, Partition] = field(default_factory=dict)
     groups: dict[int, Group] = field(default_factory=dict)
     balanced_turn: int = 0
@@ -113,6 +118,7 @@ class Session:
     client_id: int
     address: str
     user_id: int | None = None
+    session: int = 0  # V: the session number the Register reply hands out
     note: dict = field(default_factory=dict)
 
 
@@ -121,8 +127,9 @@ def _next_id(existing, base: int) -> int:
 
 
 class Broker:
-    def __init__(self, dialect: Dialect) -> None:
+    def __init__(self, dialect: Dialect, port: int = 8090) -> None:
         self.d = dialect
+        self.port = port  # announced in V's cluster metadata
         self.base = 0 if dialect.zero_based else 1
         self.streams: dict[int, Stream] = {}
         self.sessions: dict[int, Session] = {}
@@ -135,7 +142,7 @@ class Broker:
             300: self.get_topic, 301: self.get_topics, 302: self.create_topic, 303: self.delete_topic,
             305: self.purge_topic,
             600: self.get_group, 601: self.get_groups, 602: self.create_group, 603: self.delete_group,
-            604: self.join_group, 605: self.leave_group,
+            604: self.join_group, 605: self.leave_group, 606: self.sync_group,
         }
 
     # ---- dispatch -------------------------------------------------------------------------------
@@ -205,22 +212,30 @@ class Broker:
     def enc_stream_header(self, st: Stream) -> bytes:
         count = sum(len(p.messages) for t in st.topics.values() for p in t.partitions.values())
         size = sum(p.size() for t in st.topics.values() for p in t.partitions.values())
-        return u32(st.id) + u64(st.created_at) + u32(len(st.topics)) + u64(size) + u64(count) + name8(st.name)
+        out = u32(st.id) + u64(st.created_at) + u32(len(st.topics)) + u64(size) + u64(count) + name8(st.name)
+        if self.d.vsr:
+            out += u32(0)  # V: u32-prefixed options block (TLV, none set)
+        return out
 
     def enc_stream_details(self, st: Stream) -> bytes:
         return self.enc_stream_header(st) + b"".join(self.enc_topic_header(t) for t in st.topics.values())
 
     def enc_topic_header(self, t: Topic) -> bytes:
         parts = t.partitions.values()
-        return (u32(t.id) + u64(t.created_at) + u32(len(t.partitions)) + u64(t.message_expiry)
-                + u8(t.compression) + u64(t.max_topic_size) + u8(t.replication_factor)
-                + u64(sum(p.size() for p in parts)) + u64(sum(len(p.messages) for p in parts)) + name8(t.name))
+        sizes = u64(sum(p.size() for p in parts)) + u64(sum(len(p.messages) for p in parts))
+        head = u32(t.id) + u64(t.created_at) + u32(len(t.partitions)) + u64(t.message_expiry) + u8(t.compression)
+        if self.d.vsr:
+            # V: no replication factor; two u32-prefixed option blocks (explicit, derived) after the name.
+            return head + u64(t.max_topic_size) + sizes + name8(t.name) + u32(len(t.options)) + t.options + u32(0)
+        return head + u64(t.max_topic_size) + u8(t.replication_factor) + sizes + name8(t.name)
 
     def enc_topic_details(self, t: Topic) -> bytes:
         out = [self.enc_topic_header(t)]
         for p in t.partitions.values():
-            out.append(u32(p.id) + u64(p.created_at) + u32(1) + u64(p.current_offset()) + u64(p.size())
-                       + u64(len(p.messages)))
+            part = u32(p.id) + u64(p.created_at) + u32(1) + u64(p.current_offset()) + u64(p.size()) + u64(len(p.messages))
+            if self.d.vsr:
+                part += bytes(24)  # V: partition context (incarnation, owner generation, metadata op)
+            out.append(part)
         return b"".join(out)
 
     def enc_group(self, t: Topic, g: Group, details: bool) -> bytes:
@@ -236,8 +251,14 @@ class Broker:
         return b""
 
     def cluster_metadata(self, s: Session, r: Reader) -> bytes:
-        # §7.2: a non-clustered server answers status 5, which the SDK ignores.
-        raise Failure(FEATURE_UNAVAILABLE)
+        if not self.d.vsr:
+            # §7.2: a non-clustered server answers status 5, which the SDK ignores.
+            raise Failure(FEATURE_UNAVAILABLE)
+        # V: apache-iggy 0.9.0 routes polls by the cluster metadata and gives up on status 5, so
+        # describe one healthy leader node at our own address (§5.13 layout).
+        node = (str32("iggy-node-0") + str32("127.0.0.1") + u16(self.port) + u16(8080) + u16(3000)
+                + u16(8092) + u8(0) + u8(0))
+        return str32("iggy-cluster") + u32(1) + node
 
     def login(self, s: Session, r: Reader) -> bytes:
         username = r.name8()
@@ -250,6 +271,28 @@ class Broker:
             raise Failure(INVALID_CREDENTIALS)
         s.user_id = self.base
         return u32(s.user_id)
+
+    def login_register(self, s: Session, payload: bytes) -> tuple[int, bytes]:
+        """§9.5 (dialect V): login and session registration in one request."""
+        s.note = {}
+        r = Reader(payload)
+        try:
+            version = r.u32()
+            s.note["protocol_version"] = f"{version >> 20}.{(version >> 10) & 0x3FF}.{version & 0x3FF}"
+            s.note["sdk_name"], s.note["client_version"] = r.name8(), r.name8()
+            username = s.note["username"] = r.name8()
+            password = r.take(r.u8()).decode("utf-8")
+            s.note["context"] = r.take(r.u32()).decode("utf-8")
+        except (Malformed, UnicodeDecodeError) as e:
+            s.note["malformed"] = str(e)
+            return INVALID_COMMAND, b""
+        if r.remaining():
+            s.note["trailing_hex"] = r.rest().hex()
+        if (username, password) != (USERNAME, PASSWORD):
+            return INVALID_CREDENTIALS, b""
+        s.user_id = self.base
+        s.session = s.client_id  # any non-zero number the client echoes in later requests
+        return OK, (u32(s.user_id) + u64(s.session) + u32(SERVER_PROTOCOL) + name8(SERVER_VERSION))
 
     def logout(self, s: Session, r: Reader) -> bytes:
         s.user_id = None
@@ -278,6 +321,8 @@ class Broker:
     def create_stream(self, s: Session, r: Reader) -> bytes:
         wanted = r.u32() if self.d.create_ids else 0  # §4.4: 0 = auto
         name = r.name8()
+        if self.d.vsr and r.remaining():
+            parse_user_headers(self.d, r.rest())  # V: options TLV block to the end (not kept)
         if any(st.name == name for st in self.streams.values()):
             raise Failure(STREAM_NAME_ALREADY_EXISTS)
         if wanted and wanted in self.streams:
@@ -312,15 +357,24 @@ class Broker:
         # max size u64, replication factor, name8.
         st = self.stream(r.identifier())
         wanted = r.u32() if self.d.create_ids else 0
-        count, compression, expiry, max_size, rf = r.u32(), r.u8(), r.u64(), r.u64(), r.u8()
-        name = r.name8()
+        options = b""
+        if self.d.vsr:
+            # V (seen from apache-iggy 0.9.0, not in the spec's layout): partitions_count, name8, then
+            # the options TLV block to the end; compression, expiry and size limits travel as options.
+            count, compression, expiry, max_size, rf = r.u32(), 1, 0, 0, 1
+            name = r.name8()
+            options = r.rest()
+            parse_user_headers(self.d, options)  # same TLV as typed user headers; raises if malformed
+        else:
+            count, compression, expiry, max_size, rf = r.u32(), r.u8(), r.u64(), r.u64(), r.u8()
+            name = r.name8()
         if any(t.name == name for t in st.topics.values()):
             raise Failure(TOPIC_NAME_ALREADY_EXISTS)
         if wanted and wanted in st.topics:
             raise Failure(TOPIC_ID_ALREADY_EXISTS)
         tid = wanted or _next_id(st.topics, self.base)
         created = now_us()
-        t = Topic(tid, name, created, compression, expiry, max_size, rf or 1)
+        t = Topic(tid, name, created, compression, expiry, max_size, rf or 1, options)
         for i in range(count):
             t.partitions[self.base + i] = Partition(self.base + i, created)
         st.topics[tid] = t
@@ -378,9 +432,20 @@ class Broker:
         self.rebalance(t, g)
         return b""
 
+    def sync_group(self, s: Session, r: Reader) -> bytes:
+        """SYNC_CONSUMER_GROUP (606, V only; not in the spec's tables): the member's assignment as
+        generation u64, partitions_count u32, partition ids; an empty reply means not a member."""
+        t = self.stream_topic(r)[1]
+        g = self.group(t, r.identifier())
+        if s.client_id not in g.members:
+            return b""
+        parts = g.members[s.client_id]
+        return u64(g.generation) + u32(len(parts)) + b"".join(u32(p) for p in parts)
+
     @staticmethod
     def rebalance(t: Topic, g: Group) -> None:
         """Deal the partitions out to the members in turn (the server's round-robin assignment)."""
+        g.generation += 1
         members = sorted(g.members)
         for m in members:
             g.members[m] = []
@@ -411,13 +476,18 @@ class Broker:
             r.u32()  # metadata_length (§4.1); the fields it covers follow
         st, t = self.stream_topic(r)
         p = self.pick_partition(t, *r.partitioning())
-        batch = messages.parse_send(self.d, r)
+        if self.d.vsr:
+            batch, s.note["batch"] = messages.parse_batch(r)
+        else:
+            batch = messages.parse_send(self.d, r)
         if not batch:
             raise Failure(INVALID_MESSAGES_COUNT)
         facts = []
+        base, stamp = len(p.messages), now_us()
         for m in batch:
             m.offset = len(p.messages)
-            m.timestamp = now_us()
+            m.timestamp = stamp  # one append time per batch (V's base_timestamp)
+            m.batch_base = base
             wire_id = m.id
             if m.id == 0:
                 m.id = self.new_id()
@@ -427,6 +497,9 @@ class Broker:
                 fact["id"], fact["assigned_id"] = 0, m.id
             facts.append(fact)
         s.note["sent"] = facts
+        if self.d.vsr:
+            # V: SendMessagesResponse, count u32 + {stream_id, topic_id, partition_id u32, base_offset u64}
+            return u32(1) + u32(st.id) + u32(t.id) + u32(p.id) + u64(base)
         return b""
 
     def new_id(self) -> int:
@@ -505,6 +578,8 @@ class Broker:
         p, key = self._offset_target(s, r)
         p.offsets[key] = r.u64()
         s.note["stored_offset"] = p.offsets[key]
+        if self.d.vsr and r.remaining():
+            s.note["ack"] = r.u8()  # V: StoreConsumerOffset gains an ack level byte (§9 end)
         return b""
 
     def delete_offset(self, s: Session, r: Reader) -> bytes:

@@ -11,6 +11,7 @@ import struct
 import zlib
 from dataclasses import dataclass
 
+import xxhash
 from wire import Dialect, Malformed, Reader, checksum, u8, u32, u64, u128
 
 __all__ = ["Malformed", "Stored", "parse_send", "encode_polled"]
@@ -26,6 +27,11 @@ class Stored:
     origin_timestamp: int = 0
     offset: int = 0
     timestamp: int = 0
+    # V only: where the message sat in the batch it was sent in (§9.6); polls serve that batch back.
+    batch_base: int = 0
+    batch_origin: int = 0
+    offset_delta: int = 0
+    timestamp_delta: int = 0
 
     def size(self) -> int:
         return len(self.payload) + len(self.headers)
@@ -35,6 +41,8 @@ def parse_send(d: Dialect, r: Reader) -> list[Stored]:
     """The messages of a SEND_MESSAGES payload, the reader placed after the Partitioning."""
     if d.legacy_messages:
         return _parse_legacy(r)
+    if d.vsr:
+        return parse_batch(r)[0]
     count = r.u32()
     index = [struct.unpack_from("<IIQ", r.take(16)) for _ in range(count)]
     area = Reader(r.rest())
@@ -90,6 +98,89 @@ def encode_legacy(m: Stored) -> bytes:
 
 def encode_polled(d: Dialect, partition_id: int, current_offset: int, batch: list[Stored]) -> bytes:
     """§5.1/§5.2: partition_id u32, current_offset u64, count u32, then the messages."""
+    if d.vsr:
+        return encode_polled_batches(partition_id, current_offset, batch)
     prefix = u32(partition_id) + u64(current_offset) + u32(len(batch))
     enc = encode_legacy if d.legacy_messages else (lambda m: encode_frame(d, m))
     return prefix + b"".join(enc(m) for m in batch)
+
+
+# ---- dialect V: the 256-byte batch header and 48-byte frames (§9.6) --------------------------------
+
+BATCH_HEADER = 256
+FRAME_HEADER = 48
+
+
+def frame_checksum(frame_meta: bytes, payload: bytes, headers: bytes) -> int:
+    """XXH3-64 over frame[8..48] + payload + user headers."""
+    return xxhash.xxh3_64_intdigest(frame_meta + payload + headers)
+
+
+def batch_checksum(fields: tuple[int, int, int, int, int], count: int, frame_checksums: list[int]) -> int:
+    """XXH3-64 over partition_id, base_offset, base_timestamp, origin_timestamp, batch_length (u64 each),
+    message_count (u32), then every frame's stored 8-byte checksum in order. The spec's §9.6 does not
+    say what the batch checksum covers; this is what apache-iggy 0.9.0 accepts."""
+    data = struct.pack("<5QI", *fields, count) + b"".join(u64(c) for c in frame_checksums)
+    return xxhash.xxh3_64_intdigest(data)
+
+
+def parse_batch(r: Reader) -> tuple[list[Stored], dict]:
+    """SEND_MESSAGES in V after the Partitioning: messages_count u32, then one batch."""
+    count = r.u32()
+    head = r.take(BATCH_HEADER)
+    partition, base_offset, base_ts, origin, length, stored_sum = struct.unpack_from("<6Q", head)
+    header_count = struct.unpack_from("<I", head, 48)[0]
+    blob = Reader(r.take(length - BATCH_HEADER))
+    out, sums, frames_ok = [], [], True
+    while blob.remaining():
+        meta_start = blob.pos + 8
+        frame_sum = blob.u64()
+        mid, delta_off, delta_ts = blob.u128(), blob.u32(), blob.u32()
+        headers_len, payload_len, _reserved = blob.u32(), blob.u32(), blob.u64()
+        meta = blob.data[meta_start:blob.pos]
+        payload = blob.take(payload_len)
+        headers = blob.take(headers_len)
+        frames_ok &= frame_checksum(meta, payload, headers) == frame_sum
+        sums.append(frame_sum)
+        out.append(Stored(mid, payload, headers, origin + delta_ts, batch_origin=origin,
+                          offset_delta=delta_off, timestamp_delta=delta_ts))
+    if r.remaining():
+        raise Malformed(f"{r.remaining()} bytes after the batch")
+    if not (count == header_count == len(out)):
+        raise Malformed(f"messages_count {count}, batch header {header_count}, frames {len(out)}")
+    seen = {"messages_count": count, "frame_checksums_ok": frames_ok,
+            "batch_checksum_ok": batch_checksum((partition, base_offset, base_ts, origin, length), count, sums)
+            == stored_sum, "batch_checksum": stored_sum}
+    return out, seen
+
+
+def encode_batch_record(partition_id: int, group: list[Stored]) -> bytes:
+    """One stored batch record as a poll serves it: the batch it was sent in, sliced to ``group``,
+    with the server-owned fields stamped (partition, base offset, base timestamp, checksums)."""
+    frames, sums = [], []
+    for m in group:
+        meta = (u128(m.id) + u32(m.offset_delta) + u32(m.timestamp_delta) + u32(len(m.headers))
+                + u32(len(m.payload)) + u64(0))
+        c = frame_checksum(meta, m.payload, m.headers)
+        sums.append(c)
+        frames.append(u64(c) + meta + m.payload + m.headers)
+    blob = b"".join(frames)
+    first = group[0]
+    fields = (partition_id, first.batch_base, first.timestamp, first.batch_origin, BATCH_HEADER + len(blob))
+    head = bytearray(BATCH_HEADER)
+    struct.pack_into("<6QI", head, 0, *fields, batch_checksum(fields, len(group), sums), len(group))
+    return bytes(head) + blob
+
+
+def encode_polled_batches(partition_id: int, current_offset: int, batch: list[Stored]) -> bytes:
+    """V poll reply: the 16-byte prefix, then one record per stored batch the messages came from."""
+    out = [u32(partition_id) + u64(current_offset) + u32(len(batch))]
+    group: list[Stored] = []
+    for m in batch:
+        if group and m.batch_base != group[0].batch_base:
+            out.append(encode_batch_record(partition_id, group))
+            group = []
+        group.append(m)
+    if group:
+        out.append(encode_batch_record(partition_id, group))
+    return b"".join(out)

@@ -40,9 +40,9 @@ class RunLog:
 
 
 class Responder:
-    def __init__(self, dialect: str, log: RunLog) -> None:
+    def __init__(self, dialect: str, log: RunLog, port: int) -> None:
         self.dialect = DIALECTS[dialect]
-        self.broker = Broker(self.dialect)
+        self.broker = Broker(self.dialect, port)
         self.log = log
         self.clients = 0
 
@@ -98,7 +98,7 @@ async def main() -> None:
     ap.add_argument("--port", type=int, default=8090)
     ap.add_argument("--log", type=Path, help="JSON-lines run log (appended)")
     args = ap.parse_args()
-    responder = Responder(args.dialect, RunLog(args.log))
+    responder = Responder(args.dialect, RunLog(args.log), args.port)
     if responder.dialect.vsr:
         from vsr import serve_vsr
 

@@ -58,6 +58,11 @@ def batches() -> list[list[tuple[str | bytes, dict | None, int | None]]]:
     return [b1, b2, b3]
 
 
+def ident(name: str) -> bytes:
+    """A string Identifier (iggy.md §2.1)."""
+    return bytes([2, len(name)]) + name.encode()
+
+
 async def maybe(x):
     return await x if hasattr(x, "__await__") else x
 
@@ -155,6 +160,11 @@ async def consumer_group_part(c, step) -> None:
         polled = await c.poll_messages(STREAM, TOPIC, consumer=ig.Consumer.Group(GROUP),
                                        polling_strategy=ig.PollingStrategy.Next(), count=4, auto_commit=True)
         step("group_poll", messages=len(polled), offsets=[m.offset() for m in polled])
+        # GET_CONSUMER_OFFSET has no method in this API; send it through the client's raw-command
+        # call (the client frames it; the payload is ours): consumer group, stream, topic, partition.
+        raw = (b"\x02" + ident(GROUP) + ident(STREAM) + ident(TOPIC) + b"\x01" + (0).to_bytes(4, "little"))
+        reply = await c.send_binary_request(120, raw)
+        step("get_offset_raw", reply_hex=bytes(reply).hex())
         await c.leave_consumer_group(STREAM, TOPIC, GROUP)
         step("leave_group")
     # The high-level consumer: looks the stream, topic and group up, creates and joins the group

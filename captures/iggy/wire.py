@@ -137,6 +137,10 @@ def u8(v: int) -> bytes:
     return struct.pack("<B", v)
 
 
+def u16(v: int) -> bytes:
+    return struct.pack("<H", v)
+
+
 def u32(v: int) -> bytes:
     return struct.pack("<I", v)
 
