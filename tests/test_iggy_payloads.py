@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dissectors.iggy import messages as M
+from dissectors.iggy import responses as R
 from dissectors.iggy import types as T
 from dissectors.schema import DecodeError, F, Struct, field_values
 
@@ -505,3 +506,230 @@ def test_mutated_messages_never_raise(dialect, pos, byte):
         bad[pos % len(bad)] = byte
         for fn in (M.decode_send_messages, M.decode_polled):
             assert isinstance(fn(dialect, bytes(bad), 0, len(bad)), T.Decoded)
+
+
+# ------------------------------------------------------------------------------ responses (section 5)
+
+
+NOW = 1_700_000_000_000_000
+
+
+def name8(s: str) -> bytes:
+    return bytes([len(s)]) + s.encode()
+
+
+def str32(s: str) -> bytes:
+    return struct.pack("<I", len(s)) + s.encode()
+
+
+def stream_header(sid: int, name: str, topics: int) -> bytes:
+    out = struct.pack("<IQIQQ", sid, NOW, topics, 100, 5) + name8(name)
+    assert len(out) == 33 + len(name)
+    return out
+
+
+def topic_header(tid: int, name: str, partitions: int) -> bytes:
+    out = struct.pack("<IQIQBQBQQ", tid, NOW, partitions, 0, 1, (1 << 64) - 1, 1, 10, 2) + name8(name)
+    assert len(out) == 51 + len(name)
+    return out
+
+
+def partition(pid: int) -> bytes:
+    out = struct.pack("<IQIQQQ", pid, NOW, 1, 9, 100, 10)
+    assert len(out) == 40
+    return out
+
+
+def decode(command: int, dialect: str, data: bytes) -> T.Decoded:
+    return R.decode_response(command, dialect, b"HEADER!!" + data, 8, 8 + len(data))
+
+
+@pytest.mark.parametrize("dialect", ["L1", "Z1", "Z2", "C", "V"])
+def test_streams_and_stream_details(dialect):
+    data = stream_header(1, "orders", 0) + stream_header(2, "events", 0)
+    r = decode(201, dialect, data)
+    assert r.problems == [] and r.info == "streams=2"
+    (lst,) = r.fields
+    assert [e.child("name").value for e in lst.children] == ["orders", "events"]
+    assert lst.children[1].offset == 8 + 39  # offsets are positions in the buffer passed
+    details = stream_header(1, "orders", 1) + topic_header(0, "t", 2)
+    r = decode(200, dialect, details)
+    assert r.problems == [] and r.info == "stream=orders id=1 topics=1"
+    topics = next(f for f in r.fields if f.name == "topics")
+    assert topics.children[0].child("name").value == "t"
+    assert topics.children[0].child("max_topic_size").display == "unlimited"
+    assert decode(202, dialect, details).info == "stream=orders id=1 topics=1"
+
+
+def test_topic_details_with_partitions():
+    data = topic_header(3, "orders", 2) + partition(0) + partition(1)
+    r = decode(300, "C", data)
+    assert r.problems == [] and r.info == "topic=orders id=3 partitions=2"
+    parts = next(f for f in r.fields if f.name == "partitions")
+    assert [p.child("id").value for p in parts.children] == [0, 1]
+    assert parts.children[1].child("current_offset").value == 9
+    r = decode(301, "C", topic_header(1, "a", 1) + topic_header(2, "b", 1))
+    assert r.info == "topics=2" and r.problems == []
+    # the count says 3 partitions, the bytes hold 2
+    bad = topic_header(3, "orders", 3) + partition(0) + partition(1)
+    assert kinds(decode(300, "C", bad).problems) == ["size"]
+
+
+def test_l1_older_topic_layouts_are_recognised():
+    # 0.2.13-0.2.24: message_expiry u32 seconds, compression, max_topic_size, replication_factor
+    old = struct.pack("<IQIIBQBQQ", 1, NOW, 0, 60, 2, 0, 1, 0, 0) + name8("old")
+    r = decode(301, "L1", old)
+    assert r.problems == [] and r.fields[0].children[0].child("message_expiry").value == 60
+    assert r.fields[0].children[0].child("compression").display == "gzip"
+    # <= 0.1.8 (dialect L0): message_expiry u32 only
+    oldest = struct.pack("<IQIIQQ", 1, NOW, 1, 0, 0, 0) + name8("x") + partition(1)
+    r = decode(300, "L0", oldest)
+    assert r.problems == [] and r.info == "topic=x id=1 partitions=1"
+
+
+def test_consumer_offset_and_not_found():
+    r = decode(120, "Z2", struct.pack("<IQQ", 1, 10, 7))
+    assert r.problems == [] and r.info == "partition=1 current=10 stored=7"
+    for command in (120, 200, 300, 600, 31, 21):
+        assert decode(command, "C", b"") == T.Decoded([], "empty (not found)")
+    for command, text in ((201, "streams=0"), (301, "topics=0"), (22, "clients=0"), (32, "users=0")):
+        assert decode(command, "C", b"").info == text
+
+
+def test_consumer_groups_and_members():
+    group = struct.pack("<III", 1, 2, 2) + name8("cg")
+    members = struct.pack("<II", 5, 1) + struct.pack("<I", 0) + struct.pack("<II", 6, 1) + struct.pack("<I", 1)
+    r = decode(600, "C", group + members)
+    assert r.problems == [] and r.info == "group=cg id=1 members=2"
+    ms = next(f for f in r.fields if f.name == "members")
+    assert [m.child("member_id").value for m in ms.children] == [5, 6]
+    assert [c.value for c in ms.children[1].child("partitions").children] == [1]
+    r = decode(601, "C", group + struct.pack("<III", 2, 1, 0) + name8("g2"))
+    assert r.info == "groups=2" and r.problems == []
+    # 0.0.x groups had no name (L0)
+    r = decode(601, "L0", struct.pack("<III", 1, 1, 0) + struct.pack("<III", 2, 1, 0))
+    assert r.info == "groups=2" and r.problems == []
+
+
+def test_clients():
+    client = struct.pack("<IIB", 7, 0xFFFFFFFF, 1) + str32("127.0.0.1:5000") + struct.pack("<I", 1)
+    r = decode(20, "C", client + struct.pack("<III", 1, 2, 3))
+    assert r.problems == [] and r.info == "client=7 address=127.0.0.1:5000"
+    assert r.fields[1].display == "not logged in" and r.fields[2].display == "tcp"
+    cg = next(f for f in r.fields if f.name == "consumer_groups").children[0]
+    assert [c.value for c in cg.children] == [1, 2, 3] and cg.children[0].name == "stream_id"
+    r = decode(22, "Z1", struct.pack("<IIB", 7, 0, 2) + str32("a") + struct.pack("<I", 0))
+    assert r.info == "clients=1" and r.fields[0].children[0].child("user_id").display == "not logged in"
+    bad = struct.pack("<IIB", 7, 1, 9) + str32("a") + struct.pack("<I", 0)
+    assert kinds(decode(22, "C", bad).problems) == ["value"]  # transport 9
+
+
+def test_users_with_and_without_permissions():
+    header = struct.pack("<IQB", 1, NOW, 1) + name8("iggy")
+    blob = _perm_blob()
+    r = decode(31, "C", header + b"\x01" + struct.pack("<I", len(blob)) + blob)
+    assert r.problems == [] and r.info == "user=iggy id=1"
+    perms = r.fields[-1]
+    assert perms.value is True and field_values(perms.children)["streams"][0]["stream_id"] == 5
+    r = decode(33, "C", header + bytes(4))  # no permissions: a u32 0
+    assert r.problems == [] and r.fields[-1].value is False
+    r = decode(32, "C", header + struct.pack("<IQB", 2, NOW, 2) + name8("bob"))
+    assert r.info == "users=2" and r.fields[0].children[1].child("status").display == "inactive"
+
+
+def test_l1_user_created_at_big_endian_bug():
+    header = struct.pack("<I", 1) + struct.pack(">Q", NOW) + b"\x01" + name8("iggy")
+    r = decode(32, "L1", header)
+    created = r.fields[0].children[0].child("created_at")
+    assert created.value == NOW and "big-endian" in created.display
+
+
+def test_tokens_logins_and_created_token():
+    r = decode(41, "C", name8("ci") + struct.pack("<Q", 0) + name8("web") + struct.pack("<Q", NOW))
+    assert r.info == "tokens=2" and r.fields[0].children[0].child("expiry_at").display == "never"
+    r = decode(42, "C", name8("secret-token"))
+    assert r.info == "token (12 bytes)" and r.problems == []
+    for command in (38, 44):
+        r = decode(command, "Z2", struct.pack("<I", 0))
+        assert r.info == "user_id=0" and r.problems == []
+
+
+def test_cluster_metadata():
+    node = str32("n1") + str32("10.0.0.1") + struct.pack("<HHHHBB", 8090, 8080, 3000, 8092, 0, 0)
+    r = decode(12, "C", str32("cluster") + struct.pack("<I", 1) + node)
+    assert r.problems == [] and r.info == "cluster=cluster nodes=1"
+    n = r.fields[1].children[0]
+    assert n.child("tcp_port").value == 8090 and n.child("role").display == "leader"
+
+
+def _stats_bytes(tail: bytes, cpu: bool = True) -> bytes:
+    head = struct.pack("<If", 4242, 1.5) + (struct.pack("<f", 3.0) if cpu else b"")
+    head += struct.pack("<QQQQQQQQ", 1, 2, 3, 4, NOW, 6, 7, 8) + struct.pack("<IIIIQII", 2, 3, 4, 5, 6, 7, 8)
+    assert len(head) == (108 if cpu else 104)
+    return head + str32("host") + str32("Linux") + str32("6.1") + str32("6.1.0") + tail
+
+
+def test_stats_layouts_by_version():
+    cache = struct.pack("<I", 1) + struct.pack("<IIIQQf", 1, 2, 3, 10, 5, 0.5)
+    full = _stats_bytes(str32("0.8.0") + struct.pack("<I", 8000) + cache + struct.pack("<IQQ", 4, 10, 20))
+    r = decode(10, "C", full)
+    assert r.problems == [] and r.info == "streams=2 topics=3 clients=7 version=0.8.0"
+    byname = {f.name: f for f in r.fields}
+    assert byname["consumer_groups_count"].offset == 8 + 104  # the last field of the fixed block
+    assert byname["iggy_server_semver"].display == "0.8.0" and byname["total_disk_space"].value == 20
+    # 0.4.131-0.7.x with the semver omitted (unknown): the cache count follows the version string
+    r = decode(10, "Z2", _stats_bytes(str32("0.6.0") + cache))
+    assert r.problems == [] and "iggy_server_semver" not in {f.name for f in r.fields}
+    assert next(f for f in r.fields if f.name == "cache_metrics").value == 1
+    # 0.0.x (L0): no total_cpu_usage, nothing after the strings
+    r = decode(10, "L0", _stats_bytes(b"", cpu=False))
+    assert r.problems == [] and r.info == "streams=2 topics=3 clients=7"
+
+
+def test_empty_responses_and_unknown_commands():
+    for command in (1, 203, 101, 121, 604):
+        assert decode(command, "C", b"") == T.Decoded([])
+        assert kinds(decode(command, "C", b"\x00\x01").problems) == ["size"]
+    # CREATE_* returned nothing before 0.4.0
+    assert decode(202, "L1", b"").problems == []
+    r = decode(9999, "C", b"\x01\x02")
+    assert r.problems == [] and r.fields[0].value == b"\x01\x02"
+
+
+def test_poll_response_is_delegated():
+    data = M.encode_polled("C", _sample_messages()[:2])
+    r = decode(100, "C", data)
+    assert r.info == "messages=2" and r.problems == []
+
+
+def test_cut_and_trailing_responses():
+    data = stream_header(1, "orders", 0)
+    assert kinds(decode(200, "C", data[:-2]).problems) == ["size"]
+    r = decode(200, "C", data + b"xx")
+    assert kinds(r.problems) == ["size"] and r.fields[-1].name == "trailing"
+    assert kinds(decode(201, "C", data + data[:10]).problems) == ["size"]
+
+
+RESPONSE_COMMANDS = (1, 10, 11, 12, 20, 21, 22, 31, 32, 33, 38, 41, 42, 44, 100, 101, 120, 200, 201, 202, 300, 301,
+                     302, 600, 601, 602, 9999)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from(RESPONSE_COMMANDS), st.sampled_from(DIALECTS), st.binary(max_size=400))
+def test_random_response_bytes_never_raise(command, dialect, data):
+    r = R.decode_response(command, dialect, data, 0, len(data))
+    assert isinstance(r, T.Decoded)
+    assert all(k in T.PROBLEM_KINDS for k in kinds(r.problems))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 400), st.integers(0, 255))
+def test_mutated_responses_never_raise(pos, byte):
+    samples = [(200, stream_header(1, "orders", 1) + topic_header(0, "t", 2) + partition(0) + partition(1)),
+               (10, _stats_bytes(str32("0.8.0") + struct.pack("<II", 8000, 0) + struct.pack("<IQQ", 4, 10, 20))),
+               (600, struct.pack("<III", 1, 2, 1) + name8("cg") + struct.pack("<III", 5, 1, 0))]
+    for command, data in samples:
+        bad = bytearray(data)
+        bad[pos % len(bad)] = byte
+        for dialect in DIALECTS:
+            assert isinstance(R.decode_response(command, dialect, bytes(bad), 0, len(bad)), T.Decoded)
