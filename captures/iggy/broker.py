@@ -550,7 +550,11 @@ class Broker:
         batch = p.messages[start:start + count]
         if auto_commit and batch:
             p.offsets[key] = batch[-1].offset
-        s.note["polled"] = [self.fact(st, t, p, m) for m in batch]
+        s.note["poll"] = {"consumer_kind": kind, "consumer": cident, "partition_field": pid, "partition": p.id,
+                          "strategy": strategy, "value": value, "count": count, "auto_commit": auto_commit,
+                          "returned": len(batch)}
+        s.note["polled"] = [dict(self.fact(st, t, p, m), checksum=messages.polled_checksum(self.d, m))
+                            for m in batch]
         return messages.encode_polled(self.d, p.id, p.current_offset(), batch)
 
     def flush(self, s: Session, r: Reader) -> bytes:
@@ -598,6 +602,7 @@ class Broker:
             out["payload_hex"] = m.payload.hex()
         headers = parse_user_headers(self.d, m.headers)
         if headers:
+            out["headers_hex"] = m.headers.hex()  # the user-header map exactly as on the wire
             out["headers"] = {_header_key(h): {"kind": h["kind"], "value_hex": h["value_hex"]} for h in headers}
         return out
 

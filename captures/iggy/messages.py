@@ -184,3 +184,14 @@ def encode_polled_batches(partition_id: int, current_offset: int, batch: list[St
     if group:
         out.append(encode_batch_record(partition_id, group))
     return b"".join(out)
+
+
+def polled_checksum(d: Dialect, m: Stored) -> int:
+    """The checksum a poll reply carries for ``m`` (recorded in the facts for the tests)."""
+    if d.legacy_messages:
+        return zlib.crc32(m.payload)
+    if d.vsr:
+        meta = (u128(m.id) + u32(m.offset_delta) + u32(m.timestamp_delta) + u32(len(m.headers))
+                + u32(len(m.payload)) + u64(0))
+        return frame_checksum(meta, m.payload, m.headers)
+    return struct.unpack_from("<Q", encode_frame(d, m))[0]

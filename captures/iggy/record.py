@@ -139,10 +139,11 @@ def build_facts(capture: str, dist: str, version: str, dialect: str, port: int, 
         "session_exit": returncode,
         "client_view": view,
     }
-    for key in ("vsr",):
-        extra = [r[key] for r in reqs if key in r]
-        if extra:
-            facts[key] = extra
+    facts["polls"] = [r["poll"] for r in reqs if "poll" in r]
+    if dialect == "V":
+        # Per request: the consensus header's request number, operation, session and code field.
+        facts["vsr"] = [r["vsr"] for r in reqs]
+        facts["send_batches"] = [r["batch"] for r in reqs if "batch" in r]
     return facts
 
 

@@ -55,7 +55,21 @@ def batches() -> list[list[tuple[str | bytes, dict | None, int | None]]]:
     b3 = [(big_payload(), {"kind": "big"} if headers_ok else None, None), ("after-big", None, None)]
     if headers_ok:
         b2.append((b"\x00\x01binary\xff", {"f": 1.5, "neg": -7, "raw": b"\x01\x02"}, 0x2000))
+        b2.append(("all-header-kinds", every_header_kind(), 0x2001))
     return [b1, b2, b3]
+
+
+def every_header_kind() -> dict:
+    """One user header of each of the 15 value kinds (iggy.md §5.5), and typed (non-string) keys."""
+    hv, hk = ig.HeaderValue, ig.HeaderKey
+    return {
+        "raw": hv.Raw(b"\x00\xff"), "string": hv.String("text"), "bool": hv.Bool(True),
+        "int8": hv.Int8(-8), "int16": hv.Int16(-16), "int32": hv.Int32(-32), "int64": hv.Int64(-64),
+        "int128": hv.Int128(-(2**100)), "uint8": hv.UnsignedInt8(8), "uint16": hv.UnsignedInt16(16),
+        "uint32": hv.UnsignedInt32(32), "uint64": hv.UnsignedInt64(2**63), "uint128": hv.UnsignedInt128(2**127),
+        "float32": hv.Float32(0.5), "float64": hv.Float64(-2.25),
+        hk.UnsignedInt32(42): hv.String("uint32 key"), hk.Raw(b"\x01\x02"): hv.Bool(False),
+    }
 
 
 def ident(name: str) -> bytes:
