@@ -331,7 +331,7 @@ def _frame(w: _Walk, i: int, off: int, end: int, base: tuple[int, int] | None = 
     if w.polled or ck.value or d == "V":
         _verify(w, ck, frame_checksum(d, w.mv[off:stop]), label)
     else:
-        ck.display = "0 (set by the server)"
+        ck.display = "set by the server"
     kids = list(hf)
     if base is not None:
         kids.insert(3, Field("offset", base[0] + byname["offset_delta"].value, -1, 0))
@@ -339,13 +339,15 @@ def _frame(w: _Walk, i: int, off: int, end: int, base: tuple[int, int] | None = 
     kids.append(Field("payload", bytes(w.mv[p:p + plen]), p, plen))
     headers = decode_headers(w.mv, p + plen, stop, _typed_keys(d), label, w.problems)
     kids.append(Field("headers", len(headers), p + plen, hlen, None, headers, True))
-    return Field(f"[{i}]", byname["id"].value, off, stop - off, _msg_display(kids, plen, len(headers)), kids), stop
+    text = _msg_display(kids, plen, len(headers), w.polled)
+    return Field(f"[{i}]", byname["id"].value, off, stop - off, text, kids), stop
 
 
-def _msg_display(kids: Sequence[Field], plen: int, nheaders: int) -> str:
+def _msg_display(kids: Sequence[Field], plen: int, nheaders: int, polled: bool) -> str:
+    """"offset 5, 7 bytes, 2 headers" for a polled message; sent ones have no offset yet."""
     off = next((k.value for k in kids if k.name == "offset"), None)
     text = f"{plen} bytes" + (f", {nheaders} headers" if nheaders else "")
-    return f"offset {off}, {text}" if off is not None and off >= 0 else text
+    return f"offset {off}, {text}" if polled and off is not None else text
 
 
 def _frames(w: _Walk, off: int, end: int, count: int | None, first: int = 0,
@@ -396,7 +398,7 @@ def _legacy_message(w: _Walk, i: int, off: int, end: int) -> tuple[Field | None,
         ck = next(f for f in hf if f.name == "checksum")
         _verify(w, ck, _crc32(payload), label)
     off += plen
-    return Field(f"[{i}]", msg_id, at, off - at, _msg_display(kids, plen, len(headers)), kids), off
+    return Field(f"[{i}]", msg_id, at, off - at, _msg_display(kids, plen, len(headers), w.polled), kids), off
 
 
 def _legacy_messages(w: _Walk, off: int, end: int, count: int | None) -> tuple[list[Field], int]:
@@ -447,7 +449,7 @@ def _batch(w: _Walk, off: int, end: int, bi: int, first: int) -> tuple[Field, in
     _count_check(w, count, found, f"{label} message_count")
     ck = v["batch_checksum"]
     if ck.value == 0 and not w.polled:
-        ck.display = "0 (not set)"
+        ck.display = "not set"
     elif tiled and stop == at + blen:
         h = xxhash.xxh3_64()
         h.update(_BATCH_META.pack(v["partition_id"].value, v["base_offset"].value, v["base_timestamp"].value,

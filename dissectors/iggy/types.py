@@ -129,7 +129,7 @@ class UInt128(WireType):
         if off + 16 > end:
             raise DecodeError(f"{name}: needs 16 bytes, {max(end - off, 0)} left", off)
         v = int.from_bytes(buf[off:off + 16], "little")
-        return Field(name, v, off, 16, f"{v:#034x}" if v else "0"), off + 16
+        return Field(name, v, off, 16, f"{v:#034x}" if v else None), off + 16
 
     def write(self, value: Any) -> bytes:
         return int(value).to_bytes(16, "little")
@@ -156,7 +156,8 @@ class Micros(Int):
 
     def read(self, name: str, buf: memoryview, off: int, end: int, spec: F | None = None) -> tuple[Field, int]:
         f, off = super().read(name, buf, off, end, spec)
-        f.display = micros_display(f.value)
+        if f.value:  # 0 ("not set") needs no second rendering
+            f.display = micros_display(f.value)
         return f, off
 
 
