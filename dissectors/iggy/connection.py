@@ -55,9 +55,8 @@ U64 = struct.Struct("<Q")
 C2S, S2C = Direction.C2S, Direction.S2C
 #: Bytes held while the first bytes cannot tell classic from V framing yet.
 DETECT_LIMIT = 64
-#: A request judged before login (its Unauthenticated answer is then no news).
-BEFORE_LOGIN = 1
-UNAUTHENTICATED = 40
+#: A request already reported (a warning or an error): the error status that answers it is no news.
+FLAGGED = 1
 
 
 @plain_state
@@ -196,7 +195,7 @@ class IggyConnection(Connection):
             if len(data) > 4:
                 fields.append(Field("undecoded", data[4:], 4, len(data) - 4))
             frame.info = f"INVALID length={length}"
-            self._pair_request(frame, None, ts, 0)
+            self._pair_request(frame, None, ts, FLAGGED)
             return frame
         (code,) = U32.unpack_from(data, 4)
         cmd = COMMANDS.get(code)
@@ -211,13 +210,13 @@ class IggyConnection(Connection):
             if len(data) > 8:
                 fields.append(Field("payload", data[8:], 8, len(data) - 8))
             frame.info = f"UNKNOWN code={code}"
-            self._pair_request(frame, None, ts, 0)
+            self._pair_request(frame, None, ts, FLAGGED)
             return frame
         decoded = self._narrow(cmd, data, 8)
         frame.dialect = self.dialect
         self._request_frame(frame, cmd, decoded)
-        flags = self._judge_login(frame, cmd)
-        self._pair_request(frame, cmd, ts, flags)
+        self._judge_login(frame, cmd)
+        self._pair_request(frame, cmd, ts, _flags(frame))
         return frame
 
     def _best(self) -> str:
@@ -262,19 +261,17 @@ class IggyConnection(Connection):
         _problems(findings, decoded.problems, cmd.name)
         frame.info = _request_info(cmd, decoded)
 
-    def _judge_login(self, frame: Frame, cmd: Command) -> int:
+    def _judge_login(self, frame: Frame, cmd: Command) -> None:
         state = self.login
         if state is None:
-            return 0
+            return
         code = cmd.code
         event = "PING" if code == 1 else "LOGIN" if code in LOGINS else "LOGOUT" if code == LOGOUT else "COMMAND"
         nxt, rule = MACHINE.judge(state, "c2s", event)
         self.login = nxt
-        if rule is None:
-            return 0
-        frame.findings.append(rule(f"{cmd.name} before a successful login ({MACHINE.labels.get(state, state)})",
-                                   command=cmd.name))
-        return BEFORE_LOGIN
+        if rule is not None:
+            frame.findings.append(rule(f"{cmd.name} before a successful login ({MACHINE.labels.get(state, state)})",
+                                       command=cmd.name))
 
     def _pair_request(self, frame: Frame, cmd: Command | None, ts: float, flags: int) -> None:
         assert self.pairs is not None
@@ -306,7 +303,7 @@ class IggyConnection(Connection):
                 findings.append(R.UNKNOWN_RESPONSE(f"response status={status_text(status)} with no request "
                                                    f"outstanding", command="RESPONSE"))
         else:
-            code, flags = pending[3]
+            code, flags = pending[3][0], pending[3][1]
             name = pending[0]
             frame.command = f"{name}_RESPONSE"
             frame.code = code
@@ -319,7 +316,8 @@ class IggyConnection(Connection):
             if len(data) > start:
                 findings.append(R.ERROR_PAYLOAD(f"{command}: error status {status} with {len(data) - start} "
                                                 f"payload bytes", command=command))
-            self._status(frame, status, flags)
+            if pending is not None and not flags & FLAGGED or pending is None and status == UNSOLICITED:
+                self._status(frame, status)
         elif code is not None and len(data) > start:
             decoded = self._decode_response(code, data, start)
             frame.dialect = self.dialect
@@ -349,10 +347,8 @@ class IggyConnection(Connection):
             return results[cands[0]]
         return payloads.response(code, cands[0], data, start)
 
-    def _status(self, frame: Frame, status: int, flags: int) -> None:
+    def _status(self, frame: Frame, status: int) -> None:
         command = frame.command
-        if status == UNAUTHENTICATED and flags & BEFORE_LOGIN:
-            return  # the request was reported: this answer is what it deserved
         text = f"{command}: status {status} {status_name(status)}"
         if not known(status):
             frame.findings.append(R.UNKNOWN_STATUS(text, command=command, field="status"))
@@ -416,19 +412,18 @@ class IggyConnection(Connection):
                 frame.fields.append(Field("body", data[256:], 256, len(data) - 256))
             frame.info = f"UNKNOWN operation={op} req={number}"
             frame.code = code
-            flags = 0
         else:
             decoded = payloads.request(cmd, "V", data, 256)
             self._request_frame(frame, cmd, decoded)
             frame.info += f" req={number}"
-            flags = self._judge_login(frame, cmd)
+            self._judge_login(frame, cmd)
             if cmd.code == 40:
                 cv = next((f for f in decoded.fields if f.name == "client_version"), None)
                 if cv is not None and cv.children:
                     self.client_version = cv.children[0].value
                     frame.info += f" protocol={cv.children[0].display}"
         assert self.pairs is not None
-        f = self.pairs.request("c2s", number, frame.command, frame.anchor(), ts, [frame.code, flags, op],
+        f = self.pairs.request("c2s", number, frame.command, frame.anchor(), ts, [frame.code, _flags(frame), op],
                                duplicate=R.DUPLICATE, limit_rule=R.LIMIT)
         if f is not None:
             frame.findings.append(f)
@@ -520,6 +515,10 @@ class IggyConnection(Connection):
 
 
 # ---------------------------------------------------------------------- helpers
+def _flags(frame: Frame) -> int:
+    return FLAGGED if any(f.severity.rank >= 1 for f in frame.findings) else 0
+
+
 def _unanswered(d: str, key: Any, pending: list[Any]) -> str | None:
     if d != "c2s":
         return None

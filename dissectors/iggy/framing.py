@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 
 from dissectors.iggy.commands import COMMANDS, V_COMMANDS
-from dissectors.iggy.status import known
+from dissectors.iggy.status import STATUS, known
 from dissectors.kit import Framer, plain_state
 
 #: Frames above this are dropped by servers (V) and taken here as loss of sync.
@@ -43,8 +43,10 @@ def request_plausible(buf: memoryview | bytes, i: int) -> bool:
 
 
 def response_plausible(buf: memoryview | bytes, i: int) -> bool:
+    """A response start worth resynchronising on: OK with a payload, or an error status with a
+    name and no payload (the unnamed codes of the 0.8.0 ranges are too many to tell junk apart)."""
     status, length = _pair(buf, i)
-    return length <= MAX_FRAME and known(status) and (status == 0 or length == 0)
+    return length <= MAX_FRAME and (status == 0 or (status in STATUS and length == 0))
 
 
 def detect(direction: str, buf: bytes) -> str | None:
@@ -92,7 +94,12 @@ class IggyFramer(Framer):
             (length,) = _u32(buf, pos)
             total = length + 4
         else:
-            (length,) = _u32(buf, pos + 4)
+            status, length = _pair(buf, pos)
+            if length and not known(status):
+                # A status no server defines can still be a frame (reported as such), but not one
+                # that carries a payload: only OK responses do, and error ones by mistake.
+                self.reason = f"status {status} is not defined and has a {length}-byte payload"
+                return -1
             total = length + 8
         if length > MAX_FRAME:
             self.reason = f"length {length} is over the 64 MiB limit"
