@@ -1,15 +1,23 @@
-"""The `streamproto` command line."""
+"""The `streamproto` command line.
+
+Options follow tshark's and tcpdump's habits (``-r``, ``-Y``, ``-c``, ``-V``, ``-x``, ``-T``,
+``-t``, ``-d``, ``-q``); ``-f`` is left free for a capture filter. Every error, usage errors
+included, is one line on stderr, ``streamproto: ...``, with exit code 2.
+"""
 
 from __future__ import annotations
 
 import enum
-import json
+import os
 import sys
-from collections.abc import Callable, Sequence
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
+import click
 import typer
+from typer.core import TyperGroup
 
 from analyzer.api import Finding, Frame
 from analyzer.capture import CaptureError
@@ -21,12 +29,69 @@ from analyzer.engine import (
     NoDecodableLinkType,
     fmt_endpoint,
 )
-from analyzer.jsonout import dumps, finding_json, frame_json
+from analyzer.filters import DisplayFilter, FilterError
+from analyzer.jsonout import JsonWriter, dumps, finding_json, frame_json, set_max_value
+from analyzer.linking import Linker, Links
 from analyzer.registry import load_dissectors, parse_decode_as, parse_options
-from analyzer.render import Output, SummaryRenderer, TreeRenderer, table
+from analyzer.render import Clock, Output, SummaryRenderer, TreeRenderer, table
+from analyzer.stream_input import is_stream, read_stream
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Wireshark-style analyzer for message-streaming protocols.")
+EPILOG_INSPECT = """\b
+Examples:
+  streamproto inspect capture.pcap                      every frame as a tree
+  streamproto inspect -r capture.pcap -T summary        one line per frame
+  streamproto inspect capture.pcap -Y 'flow == 3 and command == "Deliver"'
+  streamproto inspect capture.pcap -Y 'amqp091.basic.publish.routing_key contains "order"'
+  streamproto inspect capture.pcap -Y 'finding.severity == error' -T summary
+  gzip -dc capture.pcap.gz | streamproto inspect - -T jsonl
+"""
+
+
+class _OneLineErrors(TyperGroup):
+    """Usage errors as one plain line (``streamproto: ...``, exit 2), not typer's boxed panels,
+    on a terminal and in a pipe alike."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs["standalone_mode"] = False
+        try:
+            result = super().main(*args, **kwargs)
+        except click.exceptions.NoArgsIsHelpError as exc:
+            click.echo(exc.ctx.get_help() if exc.ctx is not None else str(exc))
+            sys.exit(0)
+        except click.ClickException as exc:
+            message = exc.format_message()
+            if isinstance(exc, click.UsageError) and exc.ctx is not None:
+                message += f" (see `{exc.ctx.command_path} --help`)"
+            print(f"streamproto: {message}", file=sys.stderr)
+            sys.exit(2 if isinstance(exc, click.UsageError) else exc.exit_code)
+        except click.exceptions.Abort:
+            sys.exit(130)
+        sys.exit(result if isinstance(result, int) else 0)
+
+
+app = typer.Typer(cls=_OneLineErrors, add_completion=True, no_args_is_help=True, pretty_exceptions_enable=False,
+                  rich_markup_mode=None,
+                  help="Wireshark-style analyzer for message-streaming protocols.\n\n"
+                       "Start with `streamproto inspect CAPTURE`; `streamproto COMMAND --help` explains each "
+                       "command, with examples.")
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            v = version("streamproto")
+        except PackageNotFoundError:
+            v = "unknown"
+        print(f"streamproto {v}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                                help="Print the version and exit")] = False) -> None:
+    """Wireshark-style analyzer for message-streaming protocols."""
 
 
 class Format(enum.StrEnum):
@@ -41,23 +106,40 @@ def fail(message: str) -> typer.Exit:
     return typer.Exit(2)
 
 
+def _decode_as_forms(items: Sequence[str]) -> list[str]:
+    """tshark's ``-d tcp.port==PORT,PROTO`` as well as ``PORT=PROTO``."""
+    out = []
+    for item in items:
+        if item.startswith("tcp.port==") and "," in item:
+            port, _, proto = item[len("tcp.port=="):].partition(",")
+            item = f"{port}={proto}"
+        out.append(item)
+    return out
+
+
 def _analyzer(decode_as: list[str], idle_timeout: float, options: Sequence[str] = (),
-              dialects: Sequence[str] = ()) -> Analyzer:
+              dialects: Sequence[str] = (), fallback: Any = None) -> Analyzer:
     try:
         dissectors = parse_options(options, dialects, load_dissectors())
-        mapping = parse_decode_as(decode_as, dissectors)
+        mapping = parse_decode_as(_decode_as_forms(decode_as), dissectors)
     except ValueError as exc:
         raise fail(str(exc)) from None
     if not idle_timeout >= 0:  # also refuses NaN
         raise fail(f"--idle-timeout must be 0 (never) or a positive number of seconds, not {idle_timeout}")
-    return Analyzer(dissectors, mapping, idle_timeout=idle_timeout)
+    return Analyzer(dissectors, mapping, idle_timeout=idle_timeout, fallback=fallback)
 
 
 CaptureArg = Annotated[list[Path], typer.Argument(
     help="pcap or pcapng files (optionally gzip-compressed); several are read as one capture, in the "
-         "order of their first packets (as tcpdump -C/-G rotates them)", show_default=False)]
-DecodeAsOpt = Annotated[list[str], typer.Option("--decode-as", metavar="PORT=PROTO",
-                                                help="Decode TCP port PORT as protocol PROTO (repeatable)")]
+         "order of their first packets (as tcpdump -C/-G rotates them); - reads standard input", show_default=False)]
+CapturesArg = Annotated[list[Path] | None, typer.Argument(
+    help="pcap or pcapng files (optionally gzip-compressed); several are read as one capture, in the "
+         "order of their first packets (as tcpdump -C/-G rotates them); - reads standard input", show_default=False)]
+ReadOpt = Annotated[list[Path], typer.Option(
+    "--read", "-r", metavar="FILE", help="A capture file to read, as tshark -r (repeatable; - for standard input)")]
+DecodeAsOpt = Annotated[list[str], typer.Option(
+    "--decode-as", "-d", metavar="PORT=PROTO",
+    help="Decode TCP port PORT as protocol PROTO (repeatable; tshark's tcp.port==PORT,PROTO works too)")]
 OptionOpt = Annotated[list[str], typer.Option(
     "--option", "-o", metavar="PROTO.NAME=VALUE",
     help="Set a dissector option (repeatable; `streamproto protocols` lists them)")]
@@ -67,144 +149,343 @@ DialectOpt = Annotated[list[str], typer.Option(
 IdleOpt = Annotated[float, typer.Option(
     "--idle-timeout", metavar="SECONDS",
     help="Finish a conversation after this long without a packet, in capture time (0: never)")]
+FilterOpt = Annotated[str | None, typer.Option(
+    "--display-filter", "-Y", metavar="FILTER",
+    help="Only frames (and findings) matching this display filter, in Wireshark's syntax, e.g. "
+         "'flow == 2 and amqp091.basic.publish', 'finding.severity == error'")]
+FlowOpt = Annotated[list[int], typer.Option("--flow", metavar="N", help="Only this conversation (repeatable; see `flows`)")]
+ProtocolOpt = Annotated[list[str], typer.Option("--protocol", metavar="NAME", help="Only this protocol (repeatable)")]
 
 
-@app.command()
+def _inputs(capture: Sequence[Path] | None, read: Sequence[Path]) -> list[str]:
+    """The captures named by arguments and -r, in that order; one error for none, and for standard
+    input (or a pipe) mixed with other files (it can only be read once, alone)."""
+    paths = [str(p) for p in (*(capture or ()), *read)]
+    if not paths:
+        raise fail("no capture given (a file, -r FILE, or - for standard input)")
+    if len(paths) > 1 and any(is_stream(p) for p in paths):
+        raise fail("standard input and pipes can only be read alone, not with other files")
+    return paths
+
+
+def _events(analyzer: Analyzer, paths: list[str]) -> Iterator[Any]:
+    if len(paths) == 1 and is_stream(paths[0]):
+        return analyzer.run(read_stream(paths[0]))
+    return analyzer.run_files(paths)
+
+
+def _with_progress(events: Iterator[Any], analyzer: Analyzer, paths: list[str]) -> Iterator[Any]:
+    """A progress line on stderr while a long capture is read: only when stderr is a terminal and
+    stdout is not (output sent to a file or a pipe); never in a pipe, never over the output."""
+    if os.environ.get("STREAMPROTO_NO_PROGRESS") or not _isatty(sys.stderr) or _isatty(sys.stdout):
+        yield from events
+        return
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    total = sum(os.path.getsize(p) for p in paths if not is_stream(p) and os.path.isfile(p))
+    progress = Progress(SpinnerColumn(), TextColumn("{task.fields[packets]:,} packets, {task.fields[flows]:,} "
+                                                    "conversations"), TimeElapsedColumn(),
+                        TextColumn(f"({total / 1e6:.1f} MB of captures)" if total else ""),
+                        console=Console(file=sys.stderr), transient=True)
+    with progress:
+        task = progress.add_task("reading", packets=0, flows=0)
+        n = 0
+        for ev in events:
+            n += 1
+            if not n & 0x3FFF:
+                progress.update(task, packets=analyzer.packets, flows=len(analyzer.flows))
+            yield ev
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def _run(analyzer: Analyzer, paths: list[str]) -> tuple[Iterator[Any], list[str]]:
+    """The events of the captures, and where the reading error (if any) will be put."""
+    error: list[str] = []
+
+    def events() -> Iterator[Any]:
+        try:
+            yield from _with_progress(_events(analyzer, paths), analyzer, paths)
+        except CaptureError as exc:
+            error.append(str(exc))
+        except NoDecodableLinkType as exc:
+            error.append(f"{', '.join(paths)}: {exc}")
+
+    return events(), error
+
+
+def _locate(analyzer: Analyzer) -> Callable[[int], tuple[str | None, int]]:
+    return analyzer.locate if analyzer.multi_file else (lambda packet: (None, packet))
+
+
+def _compile_filter(text: str | None, analyzer: Analyzer) -> DisplayFilter | None:
+    if text is None:
+        return None
+    names = [f.name for d in analyzer.dissectors.values() for f in d.fields()]
+
+    def flow_protocol(flow: int | None) -> str | None:
+        info = analyzer.flow(flow)
+        return None if info is None else info.protocol
+
+    try:
+        return DisplayFilter(text, names, analyzer.dissectors, flow_protocol)
+    except FilterError as exc:
+        raise fail(f"bad display filter: {exc}") from None
+
+
+def _code_parts(analyzer: Analyzer) -> dict[str, Any]:
+    """Protocols whose command code packs several numbers declare how to read it (``code_parts``)."""
+    return {name: parts for name, d in analyzer.dissectors.items() if (parts := getattr(d, "code_parts", None))}
+
+
+@app.command(epilog=EPILOG_INSPECT)
 def inspect(
-    capture: CaptureArg,
-    idle_timeout: IdleOpt = DEFAULT_IDLE_TIMEOUT,
-    format: Annotated[Format, typer.Option("--format", "-f", help="Output format")] = Format.tree,
-    flow: Annotated[int | None, typer.Option(help="Only this conversation (see `flows`)")] = None,
-    protocol: Annotated[str | None, typer.Option(help="Only frames of this protocol")] = None,
-    decode_as: DecodeAsOpt = [],  # noqa: B006 - typer needs a literal default
+    capture: CapturesArg = None,
+    read: ReadOpt = [],  # noqa: B006 - typer needs a literal default
+    display_filter: FilterOpt = None,
+    format: Annotated[Format, typer.Option("--format", "-T", help="Output format: tree (as -V), summary (one "
+                                           "line per frame), json (one document), jsonl (JSON Lines)")] = Format.tree,
+    tree: Annotated[bool, typer.Option("-V", help="The annotated tree of every frame (the default format)")] = False,
+    flow: FlowOpt = [],  # noqa: B006
+    protocol: ProtocolOpt = [],  # noqa: B006
+    decode_as: DecodeAsOpt = [],  # noqa: B006
     option: OptionOpt = [],  # noqa: B006
     dialect: DialectOpt = [],  # noqa: B006
-    max_frames: Annotated[int | None, typer.Option(help="Stop after this many frames")] = None,
-    hex: Annotated[bool, typer.Option("--hex", help="Hex dump of each frame, with each field's bytes")] = False,
-    only_findings: Annotated[bool, typer.Option("--only-findings", help="Only frames with findings")] = False,
+    max_frames: Annotated[int | None, typer.Option("--max-frames", "-c", metavar="N",
+                                                   help="Stop after this many frames")] = None,
+    hex: Annotated[bool, typer.Option("--hex", "-x", help="Hex dump of each frame, with each field's bytes")] = False,
+    time_format: Annotated[str, typer.Option(
+        "--time-format", "-t", metavar="FORMAT",
+        help="Frame times: r since the first packet (default), a local time, ad local date and time, u/ud "
+             "the same in UTC, e epoch seconds, d since the previous frame shown")] = "r",
+    only_findings: Annotated[bool, typer.Option("--only-findings", help="Only frames with findings "
+                                                "(short for -Y finding)")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No frames or findings: only the closing "
+                                        "summary line (or, for json, the flows)")] = False,
+    max_value_size: Annotated[int, typer.Option(
+        "--max-value-size", metavar="BYTES",
+        help="JSON: longer field values are cut to this many bytes and listed under `truncated` (0: no limit)")
+    ] = 1 << 20,
+    idle_timeout: IdleOpt = DEFAULT_IDLE_TIMEOUT,
 ) -> None:
-    """Decode every frame of every TCP conversation, with conformance findings."""
+    """Decode every frame of every TCP conversation, with conformance findings.
+
+    Frames are printed as they are decoded; a request is printed with the frame of its response
+    ("response in #N (1.234 ms)") when the response follows within 2,000 frames and 10 s of capture
+    time.
+    """
+    paths = _inputs(capture, read)
     analyzer = _analyzer(decode_as, idle_timeout, option, dialect)
-    if protocol is not None and protocol not in analyzer.dissectors:
-        raise fail(f"unknown protocol {protocol!r} (known: {', '.join(sorted(analyzer.dissectors))})")
+    for p in protocol:
+        if p not in analyzer.dissectors:
+            raise fail(f"unknown protocol {p!r} (known: {', '.join(sorted(analyzer.dissectors))})")
+    for n in flow:
+        if n < 1:
+            raise fail(f"--flow must be a conversation number from 1 (see `streamproto flows`), not {n}")
+    if max_frames is not None and max_frames < 0:
+        raise fail(f"--max-frames must be 0 or more, not {max_frames}")
+    if max_value_size < 0:
+        raise fail(f"--max-value-size must be 0 (no limit) or more, not {max_value_size}")
+    try:
+        clock = Clock(time_format)
+    except ValueError as exc:
+        raise fail(f"-t: {exc}") from None
+    if tree:
+        format = Format.tree
+    dfilter = _compile_filter(display_filter, analyzer)
+    set_max_value(max_value_size)
+    flows_wanted = set(flow)
+    protocols_wanted = set(protocol)
+
     out = Output()
-    tree = TreeRenderer(out, 0.0, hexdump=hex)
-    summary = SummaryRenderer(out, 0.0)
-    collected: dict[str, list] = {"frames": [], "findings": []}
-    shown = 0
-
-    def wanted_finding(f: Finding) -> bool:
-        if flow is not None and f.flow != flow:
-            return False
-        if protocol is None:
-            return True
-        info = analyzer.flow(f.flow)
-        return info is not None and info.protocol == protocol
-
-    write = sys.stdout.write
-    on_frame: Callable[[Frame], object]
+    tree_view = TreeRenderer(out, 0.0, hexdump=hex, clock=clock)
+    summary = SummaryRenderer(out, 0.0, clock=clock)
+    code_parts = _code_parts(analyzer)
+    writer: JsonWriter | None = None
+    spool: Any = None
+    on_frame: Callable[[Frame, Links | None], object]
     on_finding: Callable[[Finding], object]
-    if format is Format.jsonl:
-        def on_frame(ev: Frame) -> None:
-            write(dumps(frame_json(ev)) + "\n")
 
-        def on_finding(ev: Finding) -> None:
-            write(dumps(finding_json(ev)) + "\n")
-    elif format is Format.json:
-        def on_frame(ev: Frame) -> None:
-            collected["frames"].append(frame_json(ev))
+    if format in (Format.jsonl, Format.json):
+        writer = JsonWriter(sys.stdout)
+        if format is Format.jsonl:
+            line = writer.line
 
-        def on_finding(ev: Finding) -> None:
-            collected["findings"].append(finding_json(ev))
+            def on_frame(ev: Frame, links: Links | None) -> None:
+                line(frame_json(ev, links, code_parts))
+
+            def on_finding(ev: Finding) -> None:
+                line(finding_json(ev))
+        else:
+            # One document, streamed: frames are written as they come (memory stays flat, as with
+            # JSON Lines); the free-standing findings, which the document lists after the frames,
+            # wait in a temporary file meanwhile.
+            spool = tempfile.TemporaryFile("w+", encoding="utf-8", errors="surrogateescape")
+            cap = paths[0] if len(paths) == 1 else paths
+            writer.write('{"capture":' + dumps(cap) + ',\n"frames":[')
+            sep = ["\n"]
+
+            def on_frame(ev: Frame, links: Links | None) -> None:
+                writer.write(sep[0] + dumps(frame_json(ev, links, code_parts)))  # type: ignore[union-attr]
+                sep[0] = ",\n"
+
+            def on_finding(ev: Finding) -> None:
+                spool.write(dumps(finding_json(ev)) + "\n")
     elif format is Format.summary:
         on_frame, on_finding = summary.frame, summary.finding
     else:
-        on_frame, on_finding = tree.frame, tree.finding
+        on_frame, on_finding = tree_view.frame, tree_view.finding
 
-    error: str | None = None
-    try:
-        for ev in analyzer.run_files([str(c) for c in capture]):
-            if isinstance(ev, Frame):
-                if flow is not None and ev.flow != flow:
-                    continue
-                if protocol is not None and ev.protocol != protocol:
-                    continue
-                if only_findings and not ev.findings:
-                    continue
-                if max_frames is not None and shown >= max_frames:
-                    break
-                # Only once something is shown (the first packet's time is set by then and stays):
-                # with --only-findings most frames are skipped, and each one used to set it again.
-                if not shown:
-                    tree.t0 = summary.t0 = analyzer.first_ts or 0.0
-                shown += 1
-                on_frame(ev)
-            elif wanted_finding(ev):
-                if not shown:
-                    tree.t0 = summary.t0 = analyzer.first_ts or 0.0
-                on_finding(ev)
-    except CaptureError as exc:
-        error = str(exc)
-    except NoDecodableLinkType as exc:
-        error = f"{', '.join(str(c) for c in capture)}: {exc}"
-    if format is Format.json:
-        doc = {"capture": str(capture[0]) if len(capture) == 1 else [str(c) for c in capture], **collected,
-               "flows": [flow_json(f) for f in analyzer.flows if flow is None or f.id == flow]}
-        sys.stdout.write(json.dumps(doc, ensure_ascii=False, indent=1) + "\n")
-    elif format in (Format.tree, Format.summary) and (error is None or analyzer.packets):
-        # The counts follow the filters: what --flow / --protocol selected (and the capture itself).
-        totals = dict(analyzer.capture_findings)
-        for f in analyzer.flows:
-            if flow is not None and f.id != flow or protocol is not None and f.protocol != protocol:
+    def wanted_finding(f: Finding) -> bool:
+        if flows_wanted and f.flow not in flows_wanted:
+            return False
+        if protocols_wanted:
+            info = analyzer.flow(f.flow)
+            if info is None or info.protocol not in protocols_wanted:
+                return False
+        return dfilter is None or dfilter(f)
+
+    events, error = _run(analyzer, paths)
+    linker = Linker(_locate(analyzer))
+    shown = 0
+    started = False
+
+    def linked() -> Iterator[tuple[Any, Links | None]]:
+        yield from linker.link(events)
+        yield from linker.flush()
+
+    for ev, links in linked():
+        if isinstance(ev, Frame):
+            if flows_wanted and ev.flow not in flows_wanted:
                 continue
-            totals["error"] += f.errors
-            totals["warning"] += f.warnings
-            totals["note"] += f.notes
-        out.line((f"-- {analyzer.packets} packets, {len(analyzer.flows)} TCP conversations, {shown} frames shown; "
-                  f"findings: {totals['error']} errors, {totals['warning']} warnings, {totals['note']} notes", "dim"))
+            if protocols_wanted and ev.protocol not in protocols_wanted:
+                continue
+            if only_findings and not ev.findings:
+                continue
+            if dfilter is not None and not dfilter(ev, links):
+                continue
+            if max_frames is not None and shown >= max_frames:
+                break
+            # Only once something is shown (the first packet's time is set by then and stays):
+            # with --only-findings most frames are skipped.
+            if not started:
+                clock.t0, started = analyzer.first_ts or 0.0, True
+            shown += 1
+            if not quiet:
+                on_frame(ev, links)
+        elif wanted_finding(ev):
+            if not started:
+                clock.t0, started = analyzer.first_ts or 0.0, True
+            if not quiet:
+                on_finding(ev)
+    missing = sorted(n for n in flows_wanted if n > len(analyzer.flows))
+    if writer is not None and format is Format.json:
+        writer.write("\n],\n\"findings\":[")
+        assert spool is not None
+        spool.seek(0)
+        sep = "\n"
+        for text in spool:
+            writer.write(sep + text.rstrip("\n"))
+            sep = ",\n"
+        spool.close()
+        writer.write("\n],\n\"flows\":[")
+        sep = "\n"
+        for f in analyzer.flows:
+            if (not flows_wanted or f.id in flows_wanted) and (not protocols_wanted or f.protocol in protocols_wanted):
+                writer.write(sep + dumps(flow_json(f)))
+                sep = ",\n"
+        writer.write("\n]}\n")
+    elif format in (Format.tree, Format.summary) and (not error or analyzer.packets):
+        out.line((footer(analyzer, shown, flows_wanted, protocols_wanted), "dim"))
+    if writer is not None:
+        writer.flush()
     sys.stdout.flush()
-    if error is not None:
-        raise fail(error)
+    if error:
+        raise fail(error[0])
+    if missing:
+        raise fail(f"no conversation {', '.join(map(str, missing))} in this capture (it has "
+                   f"{len(analyzer.flows)}; see `streamproto flows`)")
+
+
+def footer(analyzer: Analyzer, shown: int, flows: set[int] | Sequence[int] = (),
+           protocols: set[str] | Sequence[str] = ()) -> str:
+    """The closing line; the counts follow the filters: what --flow / --protocol selected (and the
+    capture itself)."""
+    totals = dict(analyzer.capture_findings)
+    undecoded = 0
+    for f in analyzer.flows:
+        if flows and f.id not in flows or protocols and f.protocol not in protocols:
+            continue
+        totals["error"] += f.errors
+        totals["warning"] += f.warnings
+        totals["note"] += f.notes
+        if f.protocol is None and (f.bytes_c2s or f.bytes_s2c):
+            undecoded += 1
+    conversations = f"{len(analyzer.flows)} TCP conversations"
+    if undecoded:
+        conversations += f" ({undecoded} undecoded: `streamproto follow N` shows their bytes)"
+    return (f"-- {analyzer.packets} packets, {conversations}, {shown} frames shown; "
+            f"findings: {totals['error']} errors, {totals['warning']} warnings, {totals['note']} notes")
 
 
 def flow_json(f: FlowInfo) -> dict:
     return {"flow": f.id, "client": fmt_endpoint(f.client), "server": fmt_endpoint(f.server),
             "community_id": f.community_id, "protocol": f.protocol, "dialect": f.dialect, "packets": f.packets, "frames": f.frames,
             "bytes_c2s": f.bytes_c2s, "bytes_s2c": f.bytes_s2c, "findings": f.findings,
-            "first_ts": f.first_ts, "last_ts": f.last_ts}
+            "first_ts": f.first_ts, "last_ts": f.last_ts,
+            "undecoded": f.protocol is None and bool(f.bytes_c2s or f.bytes_s2c)}
 
 
 @app.command()
 def flows(
-    capture: CaptureArg,
+    capture: CapturesArg = None,
+    read: ReadOpt = [],  # noqa: B006
     decode_as: DecodeAsOpt = [],  # noqa: B006
     option: OptionOpt = [],  # noqa: B006
     dialect: DialectOpt = [],  # noqa: B006
     json_out: Annotated[bool, typer.Option("--json", help="JSON Lines, one object per conversation")] = False,
     idle_timeout: IdleOpt = DEFAULT_IDLE_TIMEOUT,
 ) -> None:
-    """One row per TCP conversation: endpoints, protocol, frames, bytes, findings, Community ID."""
+    """One row per TCP conversation: endpoints, protocol, frames, bytes, findings, Community ID.
+
+    A conversation that carried data no dissector claimed shows as `undecoded` (`streamproto follow
+    N` shows its bytes; --decode-as PORT=PROTO forces a protocol); one without data as `-`.
+    """
+    paths = _inputs(capture, read)
     analyzer = _analyzer(decode_as, idle_timeout, option, dialect)
-    error = None
-    try:
-        for _ in analyzer.run_files([str(c) for c in capture]):
-            pass
-    except CaptureError as exc:
-        error = str(exc)
-    except NoDecodableLinkType as exc:
-        error = f"{', '.join(str(c) for c in capture)}: {exc}"
+    events, error = _run(analyzer, paths)
+    for _ in events:
+        pass
     if json_out:
+        writer = JsonWriter(sys.stdout)
         for f in analyzer.flows:
-            sys.stdout.write(dumps(flow_json(f)) + "\n")
+            writer.line(flow_json(f))
+        writer.flush()
     else:
+        out = Output()
         rows = [[f.id, fmt_endpoint(f.client), fmt_endpoint(f.server),
-                 (f.protocol or "-") + (f"/{f.dialect}" if f.dialect else ""), f.packets, f.frames,
+                 protocol_text(f), f.packets, f.frames,
                  f.bytes_c2s, f.bytes_s2c, f.errors, f.warnings, f.notes, f.community_id]
                 for f in analyzer.flows]
-        table(Output(), ["flow", "client", "server", "protocol", "packets", "frames", "bytes c→s",
-                         "bytes s→c", "errors", "warnings", "notes", "community id"], rows)
-    if error is not None:
-        raise fail(error)
+        c2s = out.arrows["c2s"]
+        table(out, ["flow", "client", "server", "protocol", "packets", "frames", f"bytes c{c2s}s",
+                    f"bytes s{c2s}c", "errors", "warnings", "notes", "community id"], rows)
+    if error:
+        raise fail(error[0])
+
+
+def protocol_text(f: FlowInfo) -> str:
+    """A conversation's protocol as `flows` shows it: ``proto/dialect``, ``undecoded`` when it
+    carried data no dissector claimed, ``-`` when it carried none."""
+    if f.protocol is None:
+        return "undecoded" if f.bytes_c2s or f.bytes_s2c else "-"
+    return f.protocol + (f"/{f.dialect}" if f.dialect else "")
 
 
 @app.command()
@@ -249,9 +530,11 @@ def rules(
     for d in load_dissectors().values():
         all_rules += [(d.name, r) for r in d.rules()]
     if json_out:
+        writer = JsonWriter(sys.stdout)
         for owner, r in all_rules:
-            sys.stdout.write(dumps({"owner": owner, "id": r.id, "severity": str(r.severity),
-                                    "category": str(r.category), "description": r.description}) + "\n")
+            writer.line({"owner": owner, "id": r.id, "severity": str(r.severity), "category": str(r.category),
+                         "description": r.description})
+        writer.flush()
         return
     table(Output(), ["id", "severity", "category", "description"],
           [[r.id, r.severity, r.category, r.description] for _, r in all_rules])
@@ -268,15 +551,22 @@ def fields(
         raise fail(f"unknown protocol {protocol!r} (known: {', '.join(sorted(known)) or 'none'})")
     defs = [f for d in known.values() if protocol in (None, d.name) for f in d.fields()]
     if json_out:
+        writer = JsonWriter(sys.stdout)
         for f in defs:
-            sys.stdout.write(dumps({"name": f.name, "type": f.type, "repeated": f.repeated,
-                                    "description": f.description}) + "\n")
+            writer.line({"name": f.name, "type": f.type, "repeated": f.repeated, "description": f.description})
+        writer.flush()
         return
     table(Output(), ["field", "type", "description"],
           [[f.name, f.type + ("[]" if f.repeated else ""), f.description] for f in defs])
 
 
 def main() -> None:
+    # Whatever the locale can encode, text output never ends in a UnicodeEncodeError: what it
+    # cannot encode is written as a backslash escape (JSON is written as UTF-8 bytes regardless).
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
     try:
         app()
     except BrokenPipeError:
@@ -287,3 +577,5 @@ def main() -> None:
         sys.exit(130)
 from analyzer.check_cli import register  # noqa: E402, I001
 register(app)
+from analyzer.pipeline_cli import register as register_pipeline  # noqa: E402
+register_pipeline(app)

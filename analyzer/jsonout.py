@@ -1,18 +1,70 @@
-"""The JSON Lines contract (see README): one object per frame or per free-standing finding."""
+"""The JSON contract (see README and ``analyzer/schemas/``): one object per frame or per
+free-standing finding, as JSON Lines or inside one streamed document.
+
+Always strict JSON in valid UTF-8, whatever the capture holds: NaN and the infinities (AMQP
+doubles, AMQP 1.0 values) are written as the strings ``"NaN"``, ``"Infinity"`` and
+``"-Infinity"``; lone surrogates in text (undecodable wire bytes) become the text ``\\xNN``; and
+one value's bytes are bounded (``max_value``: longer values are cut and the frame lists them under
+``truncated``), so one huge field cannot make the encoder build gigabytes.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import Any
+import math
+from collections.abc import Mapping, Sequence
+from typing import IO, Any
 
 from analyzer.api import Field, Finding, Frame
+from analyzer.linking import Links
+from analyzer.textsafe import json_text
+
+#: Bytes of one field value written by default; 0: no limit (``--max-value-size``).
+MAX_VALUE = 1 << 20
+
+_SPECIAL = {math.inf: "Infinity", -math.inf: "-Infinity"}
 
 
-def plain(value: Any) -> Any:
-    """A JSON-friendly value: bytes as text when printable UTF-8, else as hex."""
+def strict_float(value: float) -> float | str:
+    """A float JSON can carry: NaN and the infinities as strings (strict parsers reject the bare
+    literals ``NaN``/``Infinity`` that Python's json module writes)."""
+    if value != value:
+        return "NaN"
+    return _SPECIAL.get(value, value)
+
+
+class _Bounds:
+    """The value-size limit in force, and the fields it cut (per frame)."""
+
+    __slots__ = ("limit", "cut")
+
+    def __init__(self) -> None:
+        self.limit = MAX_VALUE
+        self.cut: list[dict[str, Any]] | None = None
+
+
+_BOUNDS = _Bounds()
+
+
+def set_max_value(limit: int) -> None:
+    """Bytes of one value in JSON from now on (0: no limit)."""
+    _BOUNDS.limit = limit
+
+
+def _cut(raw: bytes, name: str) -> bytes:
+    limit = _BOUNDS.limit
+    if limit and len(raw) > limit:
+        if _BOUNDS.cut is None:
+            _BOUNDS.cut = []
+        _BOUNDS.cut.append({"field": name, "size": len(raw), "kept": limit})
+        return raw[:limit]
+    return raw
+
+
+def plain(value: Any, name: str = "") -> Any:
+    """A JSON-friendly value: bytes as text when printable UTF-8, else as hex; floats strict."""
     if isinstance(value, (bytes, bytearray, memoryview)):
-        raw = bytes(value)
+        raw = _cut(bytes(value), name)
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
@@ -20,16 +72,35 @@ def plain(value: Any) -> Any:
         if text.isprintable() or all(c.isprintable() or c in "\r\n\t" for c in text):
             return text
         return raw.hex()
+    if isinstance(value, float):
+        return strict_float(value)
+    if isinstance(value, str):
+        limit = _BOUNDS.limit
+        if limit and len(value) > limit:
+            _cut(value.encode("utf-8", "surrogatepass"), name)  # recorded with its size in bytes
+            return value[:limit]
+        return value
     if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
+        return [plain(v, name) for v in value]
     if isinstance(value, dict):
-        return {str(k): plain(v) for k, v in value.items()}
-    if value is None or isinstance(value, (bool, int, float, str)):
+        return {str(k): plain(v, name) for k, v in value.items()}
+    if value is None or isinstance(value, (bool, int)):
         return value
     return str(value)
 
 
-_SCALARS = (int, str, bool, float)
+# Written as they are (floats and long text go through plain: they may need care).
+_SCALARS = (int, bool)
+_SHORT = 4096  # text this short is never cut, whatever the limit
+
+
+def _leaf(value: Any, name: str) -> Any:
+    if value is None:
+        return None
+    t = type(value)
+    if t in _SCALARS or (t is str and len(value) <= _SHORT):
+        return value
+    return plain(value, name)
 
 
 def fields_json(fields: Sequence[Field]) -> dict[str, Any]:
@@ -37,15 +108,13 @@ def fields_json(fields: Sequence[Field]) -> dict[str, Any]:
     repeated: set[str] | None = None
     for f in fields:
         ch = f.children
+        name = f.name
         if ch is None:
-            value = f.value
-            if value is not None and type(value) not in _SCALARS:
-                value = plain(value)
+            value = _leaf(f.value, name)
         elif f.is_list:
-            value = None if f.value is None and not ch else [field_json(c) for c in ch]
+            value = None if f.value is None and not ch else [field_json(c, name) for c in ch]
         else:
             value = fields_json(ch)
-        name = f.name
         if name not in out:
             out[name] = value
         elif repeated is not None and name in repeated:
@@ -58,19 +127,24 @@ def fields_json(fields: Sequence[Field]) -> dict[str, Any]:
     return out
 
 
-def field_json(f: Field) -> Any:
+def field_json(f: Field, name: str = "") -> Any:
     if f.children is None:
-        value = f.value
-        return value if value is None or type(value) in _SCALARS else plain(value)
+        return _leaf(f.value, name or f.name)
     if f.is_list:
         if f.value is None and not f.children:
             return None
-        return [field_json(c) for c in f.children]
+        return [field_json(c, name) for c in f.children]
     return fields_json(f.children)
 
 
-def frame_json(frame: Frame) -> dict[str, Any]:
+def frame_json(frame: Frame, links: Links | None = None, code_parts: Mapping[str, Any] | None = None,
+               dialect: str | None = None) -> dict[str, Any]:
+    """One frame as the contract's object. ``links``: its request/response links (from
+    :class:`analyzer.linking.Linker`); ``code_parts``: ``{protocol: ((key, shift, mask), ...)}``,
+    for protocols whose code packs several numbers (AMQP's class and method ids)."""
     packets = frame.packets
+    _BOUNDS.cut = None
+    fields = fields_json(frame.fields)
     out = {
         "type": "frame",
         "frame": packets[1],
@@ -82,14 +156,31 @@ def frame_json(frame: Frame) -> dict[str, Any]:
         "dst": frame.dst,
         "direction": frame.direction,  # a str enum: encoded as its value
         "protocol": frame.protocol,
-        "dialect": frame.dialect,
+        "dialect": frame.dialect or dialect,
         "command": frame.command,
         "code": frame.code,
         "size": frame.size,
         "info": frame.info,
-        "fields": fields_json(frame.fields),
+        "request_frame": None,
+        "response_frame": None,
+        "latency": None,
+        "fields": fields,
         "findings": [f.to_json() for f in frame.findings] if frame.findings else [],
     }
+    if links is not None:
+        out["request_frame"] = links.request_frame
+        out["response_frame"] = links.response_frame
+        out["latency"] = links.latency
+        if frame.file is not None:  # several files: the other end's file too
+            out["request_file"] = links.request_file
+            out["response_file"] = links.response_file
+    if code_parts and frame.code is not None:
+        parts = code_parts.get(frame.protocol)
+        if parts:
+            out["code_parts"] = {key: (frame.code >> shift) & mask for key, shift, mask in parts}
+    if _BOUNDS.cut is not None:
+        out["truncated"] = _BOUNDS.cut
+        _BOUNDS.cut = None
     if frame.file is not None:  # several files read as one capture: packet numbers are per file
         return {"type": "frame", "file": frame.file, **out}
     return out
@@ -102,9 +193,57 @@ def finding_json(f: Finding) -> dict[str, Any]:
     return {"type": "finding", "flow": f.flow, "community_id": f.community_id, "frame": f.frame, **f.to_json()}
 
 
-# One encoder for every line: json.dumps with options builds a new encoder per call.
-_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False).encode
+# One encoder for every line: json.dumps with options builds a new encoder per call. allow_nan is
+# off: a special float that escaped plain() is a bug to see, not invalid JSON to write.
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False,
+                           allow_nan=False).encode
 
 
-def dumps(obj: dict[str, Any]) -> str:
-    return _ENCODE(obj)
+def dumps(obj: Any) -> str:
+    """One compact JSON text; lone surrogates already made text (:func:`json_text`)."""
+    try:
+        text = _ENCODE(obj)
+    except ValueError:  # a special float not made strict on the way: make the whole object strict
+        text = _ENCODE(_strict(obj))
+    return text
+
+
+def _strict(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return strict_float(obj)
+    if isinstance(obj, dict):
+        return {k: _strict(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_strict(v) for v in obj]
+    return obj
+
+
+class JsonWriter:
+    """Writes JSON texts as UTF-8 bytes whatever the locale says (JSON is UTF-8, RFC 8259): to the
+    binary buffer under a text stream when it has one."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+        buffer = getattr(stream, "buffer", None)
+        self.buffer = buffer
+        if buffer is not None:
+            stream.flush()  # anything written as text before goes first
+
+    def write(self, text: str) -> None:
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError:  # lone surrogates from the wire: written as \\xNN text
+            data = json_text(text).encode("utf-8")
+        if self.buffer is not None:
+            self.buffer.write(data)
+        else:
+            self.stream.write(data.decode("utf-8"))
+
+    def line(self, obj: Any) -> None:
+        self.write(dumps(obj) + "\n")
+
+    def flush(self) -> None:
+        if self.buffer is not None:
+            self.buffer.flush()
+        else:
+            self.stream.flush()

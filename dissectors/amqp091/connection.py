@@ -445,6 +445,7 @@ class Amqp091Connection(BaseConnection):
             corr.response(d, ch)
             dt = self.ts - entry[2]
             add_computed(frame, "response_time", dt, f"{dt:.6f} s after {entry[0]}")
+            frame.request, frame.latency = entry[1], dt  # the views link the pair
         elif corr.forgot(_OTHER[d]):
             return  # the oldest requests were forgotten: no telling
         elif entry is None:

@@ -36,6 +36,8 @@ class LazyFrame(Frame):
         self.dialect = None
         self.data = data
         self.ref = None
+        self.request = None
+        self.latency = None
         self.flow = 0
         self.packets = (0, 0)
         self.ts = 0.0

@@ -328,6 +328,7 @@ class StreamConnection(Connection):
                                                  command=frame.command))
         dt = ts - request[2]
         frame.fields.append(Field("response_time", dt, -1, 0, f"{dt:.6f} s after {request[0]}"))
+        frame.request, frame.latency = request[1], dt  # the views link the pair
         return request
 
     def _response_code(self, frame: Frame, name: str, code: int, values: dict[str, Field],

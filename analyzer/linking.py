@@ -1,0 +1,116 @@
+"""Request/response linking for the views: "response in #N (1.234 ms)" on a request, "request in
+#N" on its response.
+
+A response knows its request (:attr:`Frame.request`, set by the dissector that paired them), but a
+request is decoded, and would be printed, before its response exists. The views therefore read the
+events through a bounded delay line (:class:`Linker`) instead of a second pass over the capture
+(a pre-pass would decode everything twice, and stdin cannot be read twice): a frame a later
+finding or response can point at (it has an anchor, :attr:`Frame.ref`) is held back until its
+response arrives, and every event behind it waits too, so the output order stays the capture's.
+The wait is bounded both ways: at most ``window`` events are held, and none longer than
+``horizon`` seconds of capture time; a request released by a bound is shown without its response
+(the response still names its request). Memory stays bounded by the window, whatever the capture.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+
+from analyzer.api import Event, Frame
+
+#: Events held back at most while a request waits for its response.
+WINDOW = 2000
+#: Seconds of capture time a request waits for its response at most.
+HORIZON = 10.0
+
+
+class Links:
+    """A frame's links: the packet (and file, with several files) of the frame at the other end,
+    and the time between request and response. Made only for frames that have a link."""
+
+    __slots__ = ("request_frame", "request_file", "response_frame", "response_file", "latency")
+
+    def __init__(self) -> None:
+        self.request_frame: int | None = None
+        self.request_file: str | None = None
+        self.response_frame: int | None = None
+        self.response_file: str | None = None
+        self.latency: float | None = None
+
+
+Linked = tuple[Event, Links | None]
+
+
+class Linker:
+    """Events in, (event, links) out, in the same order; see the module's docstring."""
+
+    def __init__(self, locate: Callable[[int], tuple[str | None, int]], window: int = WINDOW,
+                 horizon: float = HORIZON) -> None:
+        self.locate = locate
+        self.window = window
+        self.horizon = horizon
+        # Held events, oldest first: [event, links, waiting] (waiting: a request not yet answered).
+        self._queue: deque[list] = deque()
+        # Anchors of the held requests, by identity (the response carries the same list object).
+        self._waiting: dict[int, list] = {}
+
+    def link(self, events: Iterable[Event]) -> Iterator[Linked]:
+        """Every event of ``events`` with its links, delayed as little as the bounds allow."""
+        queue = self._queue
+        waiting = self._waiting
+        for ev in events:
+            links = None
+            held = False
+            if isinstance(ev, Frame):
+                request = getattr(ev, "request", None)  # frame classes with their own slots may lack it
+                if request is not None:
+                    links = self._answer(ev, request)
+                ref = ev.ref
+                if ref is not None:
+                    held = True
+            if not queue and not held:
+                yield ev, links
+                continue
+            entry = [ev, links, held]
+            queue.append(entry)
+            if held:
+                waiting[id(ev.ref)] = entry  # type: ignore[union-attr]
+            yield from self._release(ev.ts if isinstance(ev, Frame) else None)
+
+    def flush(self) -> Iterator[Linked]:
+        """The end of the events: everything still held, unanswered requests as they are."""
+        self._waiting.clear()
+        while self._queue:
+            ev, links, _ = self._queue.popleft()
+            yield ev, links
+
+    def _answer(self, response: Frame, request: list) -> Links:
+        links = Links()
+        packet = request[2]
+        if packet is not None:
+            links.request_file, links.request_frame = self.locate(packet)
+        latency = getattr(response, "latency", None)
+        links.latency = latency
+        entry = self._waiting.pop(id(request), None)
+        if entry is not None:  # the request is still held: it learns where its response is
+            req_links = entry[1]
+            if req_links is None:
+                req_links = entry[1] = Links()
+            req_links.response_frame = response.packets[1]
+            req_links.response_file = response.file
+            req_links.latency = latency
+            entry[2] = False
+        return links
+
+    def _release(self, now: float | None) -> Iterator[Linked]:
+        queue = self._queue
+        while queue:
+            head = queue[0]
+            if head[2]:  # a request waiting for its response: only a bound lets it go
+                ev = head[0]
+                if len(queue) <= self.window and (now is None or now - ev.ts <= self.horizon):
+                    return
+                self._waiting.pop(id(ev.ref), None)
+            queue.popleft()
+            yield head[0], head[1]
