@@ -11,9 +11,20 @@ import pytest
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "tshark: compares with tshark (Wireshark); needs the tshark program")
+    for name, (program, _) in PROGRAMS.items():
+        config.addinivalue_line("markers", f"{name}: needs the {program} program")
+
+
+#: Other markers of tests that need a program, handled like ``tshark``: marker -> (program, Debian package).
+PROGRAMS = {"chromium": ("chromium", "chromium"), "rabbitmq": ("rabbitmq-server", "rabbitmq-server")}
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
+    for name, (program, package) in PROGRAMS.items():
+        if item.get_closest_marker(name) is not None and not shutil.which(program):
+            if os.environ.get("CI"):
+                pytest.fail(f"{program} is not installed, and CI must run the tests that need it (.ci/run installs it)")
+            pytest.skip(f"{program} is not installed (apt-get install {package})")
     if item.get_closest_marker("tshark") is None or shutil.which("tshark"):
         return
     if os.environ.get("CI"):

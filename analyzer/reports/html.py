@@ -131,7 +131,7 @@ def _conversation(c: CaptureResult, conv: ConversationResult, t0: float) -> str:
         # Findings about a packet but no drawn frame (capture loss, a frame collapsed away) are rows
         # where their packet falls.
         frameless = [f for f in rest if f.frame is not None]
-        body.append('<div class="scroll">' + svg.ladder(conv.arrows, i.frames, fmt_endpoint(i.client),
+        body.append('<div class="scroll">' + svg.ladder(conv.arrows, fmt_endpoint(i.client),
                                                         fmt_endpoint(i.server), proto, t0, frameless) + "</div>")
         rest = [f for f in rest if f.frame is None]
     elif i.protocol is None:

@@ -42,10 +42,11 @@ def _defs() -> str:
     return f"<defs>{markers}</defs>"
 
 
-def ladder(arrows: Sequence[Arrow], total: int, client: str, server: str, protocol: str, t0: float,
+def ladder(arrows: Sequence[Arrow], client: str, server: str, protocol: str, t0: float,
            events: Sequence[Finding] = ()) -> str:
     """Client and server lanes, one arrow per frame kept (``arrows``, with their conversation
-    positions), gaps of frames not kept drawn as one collapsed row saying how many. ``events``:
+    positions; the last frame is always kept), gaps of frames not kept drawn as one collapsed row
+    saying how many. ``events``:
     findings about a packet but no frame (capture loss, ...), drawn as rows across the lanes
     where their packet falls."""
     rows: list[str] = []
@@ -62,9 +63,6 @@ def ladder(arrows: Sequence[Arrow], total: int, client: str, server: str, protoc
         rows.append(_arrow(a, y, t0))
         y += ROW
         previous = a.index
-    if total > previous:
-        rows.append(_gap(y, total - previous))
-        y += ROW
     for f in pending:
         rows.append(_event(f, y))
         y += ROW
