@@ -21,6 +21,7 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -91,14 +92,16 @@ def record(name: str) -> dict:
         # It prints one line once it listens; no probe connection, so the log holds only the client.
         if "listening" not in responder.stdout.readline():
             raise SystemExit("responder did not start")
-        tcpdump = subprocess.Popen(["tcpdump", "-i", "lo", "-U", "-s", "0", "-w", str(pcap), f"tcp port {port}"],
-                                   stderr=subprocess.PIPE, start_new_session=True)
+        # --immediate-mode: packets still waiting in the kernel's capture ring when tcpdump gets SIGINT
+        # are lost otherwise (an early run kept only the first 64 KiB of a 150 KB poll reply).
+        tcpdump = subprocess.Popen(["tcpdump", "-i", "lo", "--immediate-mode", "-U", "-s", "0", "-w", str(pcap),
+                                    f"tcp port {port}"], stderr=subprocess.PIPE, start_new_session=True)
         _wait_tcpdump(tcpdump)
         try:
             run = subprocess.run([str(python), str(HERE / "session.py"), "--port", str(port)],
                                  capture_output=True, text=True, timeout=180)
         finally:
-            time.sleep(0.5)  # the last segments reach lo before tcpdump stops
+            time.sleep(1.5)  # the last segments (the FINs) reach lo before tcpdump stops
             tcpdump.send_signal(signal.SIGINT)
             tcpdump.wait(10)
     finally:
@@ -107,6 +110,10 @@ def record(name: str) -> dict:
     if run.returncode != 0:
         print(run.stderr[-3000:], file=sys.stderr)
     view = json.loads(run.stdout.strip().splitlines()[-1]) if run.stdout.strip() else None
+    stats = tcpdump.stderr.read().decode(errors="replace").strip().replace("\n", "; ")
+    problems = capture_gaps(pcap)
+    if problems:
+        raise Incomplete(f"{pcap.name}: {problems[:5]} (tcpdump: {stats})")
     capture = pcap.name
     if pcap.stat().st_size > GZIP_OVER:
         with pcap.open("rb") as src, gzip.open(str(pcap) + ".gz", "wb", compresslevel=9) as dst:
@@ -114,6 +121,48 @@ def record(name: str) -> dict:
         pcap.unlink()
         capture += ".gz"
     return build_facts(capture, dist, version, dialect, port, log, view, run.returncode)
+
+
+def capture_gaps(pcap: Path) -> list[str]:
+    """Holes in the recorded TCP streams: a segment starting past the next expected sequence
+    number, or a connection whose SYN or FIN is missing. Reads the classic pcap file tcpdump writes
+    on lo (Ethernet link type, IPv4)."""
+    data = pcap.read_bytes()
+    magic = struct.unpack_from("<I", data)[0]
+    endian = "<" if magic in (0xA1B2C3D4, 0xA1B23C4D) else ">"
+    pos, expected, problems, fins = 24, {}, [], set()
+    while pos + 16 <= len(data):
+        incl, orig = struct.unpack_from(endian + "II", data, pos + 8)
+        frame = data[pos + 16:pos + 16 + incl]
+        pos += 16 + incl
+        if incl < orig:
+            problems.append(f"packet cut to {incl} of {orig} bytes")
+        if len(frame) < 54 or frame[12:14] != b"\x08\x00" or frame[23] != 6:
+            continue
+        ihl = (frame[14] & 0x0F) * 4
+        total = struct.unpack_from(">H", frame, 16)[0]
+        tcp = 14 + ihl
+        sport, dport, seq = struct.unpack_from(">HHI", frame, tcp)
+        flags = frame[tcp + 13]
+        payload = total - ihl - (frame[tcp + 12] >> 4) * 4
+        key = (frame[26:30], sport, frame[30:34], dport)
+        if flags & 0x02:  # SYN
+            expected[key] = (seq + 1) & 0xFFFFFFFF
+            continue
+        if key not in expected:
+            problems.append(f"segment of a connection whose SYN is missing ({sport}->{dport})")
+            expected[key] = seq
+        gap = (seq - expected[key]) & 0xFFFFFFFF
+        if 0 < gap < 1 << 31:
+            problems.append(f"{gap} bytes missing {sport}->{dport}")
+        end = (seq + payload + (1 if flags & 0x01 else 0)) & 0xFFFFFFFF
+        if ((end - expected[key]) & 0xFFFFFFFF) < 1 << 31:
+            expected[key] = end
+        if flags & 0x01:
+            fins.add(key)
+    if len(fins) < len(expected):
+        problems.append(f"{len(expected)} stream directions but {len(fins)} FINs")
+    return problems
 
 
 def _wait_tcpdump(proc: subprocess.Popen) -> None:
@@ -147,6 +196,19 @@ def build_facts(capture: str, dist: str, version: str, dialect: str, port: int, 
     return facts
 
 
+class Incomplete(Exception):
+    """tcpdump missed packets; the run is repeated."""
+
+
+def record_retrying(name: str, tries: int = 3) -> dict:
+    for attempt in range(1, tries + 1):
+        try:
+            return record(name)
+        except Incomplete as e:
+            print(f"{name}: attempt {attempt}: {e}", file=sys.stderr)
+    raise SystemExit(f"{name}: no complete capture in {tries} attempts")
+
+
 def main() -> None:
     names = sys.argv[1:] or list(CLIENTS)
     unknown = [n for n in names if n not in CLIENTS]
@@ -160,7 +222,7 @@ def main() -> None:
             f = json.loads(line)
             old[f["capture"].split(".pcap")[0]] = f
     for name in names:
-        facts = record(name)
+        facts = record_retrying(name)
         old[name] = facts
         print(f"{name}: dialect {facts['dialect']} port {facts['port']} requests {len(facts['requests'])} "
               f"failed {facts['failed']} sent {len(facts['messages_sent'])} polled {len(facts['messages_polled'])} "
