@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from analyzer.api import Field
+from dissectors.iggy.messages import decode_headers, encode_headers
 from dissectors.iggy.types import (
     BOOL,
     COMPRESSION,
@@ -42,6 +43,7 @@ from dissectors.iggy.types import (
     U64,
     USER_STATUS_T,
     Checked,
+    mark,
 )
 from dissectors.schema import Array, F, Int, Rest, Struct, WireType
 
@@ -91,9 +93,29 @@ PROTOCOL_VERSION = ProtocolVersion()
 COMPRESSION_T = Checked("u8 compression", "<B", COMPRESSION, "compression")
 SNAPSHOT_COMPRESSION_T = Checked("u8 snapshot compression", "<B", SNAPSHOT_COMPRESSION, "snapshot compression")
 SNAPSHOT_TYPE_T = Checked("u8 snapshot type", "<B", SNAPSHOT_TYPE, "snapshot type")
-OPTIONS = Rest()
-OPTIONS.doc = "options (TLV)"
 BODY = Rest()
+
+
+class Options(WireType):
+    """V's options block: typed key/value pairs (the C user-header format: key kind u8, key length
+    u32, key, value kind u8, value length u32, value) up to the end of the request. Seen from
+    apache-iggy 0.9.0 after CREATE_TOPIC's name (iggy.md 9.6 names the block, not its format)."""
+
+    doc = "options: [key_kind u8, key str32, kind u8, value bytes32]*"
+
+    def read(self, name: str, buf: memoryview, off: int, end: int, spec: F | None = None) -> tuple[Field, int]:
+        problems: list[tuple[str, str]] = []
+        pairs = decode_headers(buf, off, end, True, name, problems)
+        f = Field(name, len(pairs), off, end - off, None, pairs, True)
+        for kind, message in problems:
+            f = mark(f, kind, message)
+        return f, end
+
+    def write(self, value: Any) -> bytes:
+        return encode_headers("V", value)
+
+
+OPTIONS = Options()
 
 
 class _SendPayload:
@@ -262,7 +284,8 @@ _LIST = [
                   _f("name", NAME8)),
         L1_Z1=Struct(STREAM, _f("topic_id", U32), _f("partitions_count", U32), *TOPIC_TAIL),
         Z2_C=Struct(STREAM, _f("partitions_count", U32), *TOPIC_TAIL),
-        V=Struct(STREAM, _f("partitions_count", U32), *TOPIC_TAIL, _f("options", OPTIONS, optional=True))),
+        # V, as apache-iggy 0.9.0 sends it: compression, expiry and size limits travel as options.
+        V=Struct(STREAM, _f("partitions_count", U32), _f("name", NAME8), _f("options", OPTIONS, optional=True))),
          (("stream", "stream_id"), ("name", "name"), ("partitions", "partitions_count"))),
     _cmd(303, "DELETE_TOPIC", Struct(*ST), S_T),
     _cmd(304, "UPDATE_TOPIC", _by(L0=Struct(*ST, _f("message_expiry", EXPIRY_SECS), _f("name", NAME8)),
@@ -280,7 +303,8 @@ _LIST = [
     _cmd(603, "DELETE_CONSUMER_GROUP", _group(), GROUP_INFO),
     _cmd(604, "JOIN_CONSUMER_GROUP", _group(), GROUP_INFO),
     _cmd(605, "LEAVE_CONSUMER_GROUP", _group(), GROUP_INFO),
-    _cmd(606, "SYNC_CONSUMER_GROUP", _only(("V",), Struct(_f("body", BODY, optional=True))), since="V"),
+    # Not in the spec's tables: stream, topic and group, as apache-iggy 0.9.0 sends it.
+    _cmd(606, "SYNC_CONSUMER_GROUP", _only(("V",), Struct(*ST, _f("group_id", IDENTIFIER))), GROUP_INFO, since="V"),
 ]
 
 #: code -> Command.
@@ -312,8 +336,10 @@ OPERATIONS: dict[int, tuple[str, int | None]] = {
     161: ("StoreConsumerOffset", 121), 162: ("DeleteConsumerOffset", 122),
     **{op: ("ServerInternal", None) for op in range(64, 69)},
 }
-#: Replies of these operations start with the result section (count u32, count x {index, result}).
-REPLICATED = frozenset(op for op in OPERATIONS if op >= 128) | {REGISTER}
+#: Replies of these operations start with the result section (count u32, count x {index, result}):
+#: the metadata operations, Register and the consumer offsets. SendMessages answers with its own
+#: SendMessagesResponse instead (as apache-iggy 0.9.0 reads it).
+REPLICATED = frozenset(op for op in OPERATIONS if 128 <= op < 160) | {REGISTER, 161, 162}
 EVICTION_REASONS = {0: "RESERVED", 1: "NO_SESSION", 2: "CLIENT_RELEASE_TOO_LOW", 3: "CLIENT_RELEASE_TOO_HIGH",
                     4: "INVALID_REQUEST_OPERATION", 5: "INVALID_REQUEST_BODY", 6: "INVALID_REQUEST_BODY_SIZE",
                     7: "SESSION_TOO_LOW", 8: "SESSION_RELEASE_MISMATCH", 9: "INVALID_CREDENTIALS",
