@@ -733,3 +733,21 @@ def test_mutated_responses_never_raise(pos, byte):
         bad[pos % len(bad)] = byte
         for dialect in DIALECTS:
             assert isinstance(R.decode_response(command, dialect, bytes(bad), 0, len(bad)), T.Decoded)
+
+
+@pytest.mark.parametrize("dialect, offsets", [
+    ("Z1", {"checksum": 0, "id": 8, "offset": 24, "timestamp": 32, "origin_timestamp": 40, "user_headers_length": 48,
+            "payload_length": 52, "payload": 56}),
+    ("C", {"checksum": 0, "id": 8, "offset": 24, "timestamp": 32, "origin_timestamp": 40, "user_headers_length": 48,
+           "payload_length": 52, "reserved": 56, "payload": 64}),
+    ("V", {"checksum": 0, "id": 8, "offset_delta": 24, "timestamp_delta": 28, "user_headers_length": 32,
+           "payload_length": 36, "reserved": 40, "payload": 48}),
+])
+def test_message_fields_sit_at_the_spec_offsets(dialect, offsets):
+    data = M.encode_polled(dialect, [{"id": 5, "payload": b"abc", "offset": 3, "origin_timestamp": 9}])
+    r = M.decode_polled(dialect, data, 0, len(data))
+    msg = next(f for f in M._flatten_messages(r.fields))
+    at = msg.offset
+    got = {c.name: c.offset - at for c in msg.children if c.offset >= 0 and c.name in offsets}
+    assert got == offsets
+    assert msg.child("payload").value == b"abc" and msg.child("id").value == 5

@@ -260,14 +260,15 @@ def encode_headers(dialect: str, headers: Any) -> bytes:
 class _Walk:
     """Shared state of one decode: the buffer, problems, and the messages found."""
 
-    __slots__ = ("mv", "dialect", "problems", "polled", "count")
+    __slots__ = ("raw", "mv", "dialect", "problems", "polled")
 
     def __init__(self, dialect: str, buf: bytes | memoryview, polled: bool) -> None:
-        self.mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+        # Bytes, not the caller's view: lazily built messages read them after the caller is done.
+        self.raw = buf if isinstance(buf, bytes) else bytes(buf)
+        self.mv = memoryview(self.raw)
         self.dialect = dialect
         self.problems: list[tuple[str, str]] = []
         self.polled = polled
-        self.count = 0
 
     def read(self, layout: Struct, off: int, end: int) -> tuple[list[Field], int]:
         fields, new = layout.read_fields(self.mv, off, end)
@@ -305,42 +306,118 @@ def _limits(w: _Walk, label: str, plen: int, hlen: int) -> None:
                                    f"limit"))
 
 
+#: Where a frame header keeps user_headers_length and payload_length (two u32), and the reserved
+#: u64 that must be 0 (C, V); the full layouts are FRAME_HEADER, read when a message is looked at.
+_LENGTHS_AT = {"Z1": 48, "Z2": 48, "C": 48, "V": 32}
+_RESERVED_AT = {"C": 56, "V": 40}
+_LENGTHS = struct.Struct("<II")
+_CHILDREN = Field.__dict__["children"]  # the slot a Field keeps its children in
+
+
+class MessageField(Field):
+    """A Z1/Z2/C/V message whose child tree is built on first access: a poll of thousands of
+    messages costs one small object each until someone looks. Everything that can be wrong with
+    the message (lengths, checksum, reserved bytes, user headers) was checked when it was made."""
+
+    __slots__ = ("_raw", "_dialect", "_base", "_ck", "_plen", "_headers")
+
+    def __init__(self, name: str, value: int, offset: int, size: int, display: str, raw: bytes, dialect: str,
+                 base: tuple[int, int] | None, ck: str, plen: int, headers: list[Field]) -> None:
+        self.name, self.value, self.offset, self.size, self.display = name, value, offset, size, display
+        self.is_list = False
+        _CHILDREN.__set__(self, None)
+        self._raw, self._dialect, self._base, self._ck = raw, dialect, base, ck
+        self._plen, self._headers = plen, headers
+
+    @property  # type: ignore[override]
+    def children(self) -> list[Field] | None:
+        kids = _CHILDREN.__get__(self)
+        if kids is None:
+            kids = self._build()
+            _CHILDREN.__set__(self, kids)
+        return kids
+
+    @children.setter
+    def children(self, value: list[Field] | None) -> None:
+        _CHILDREN.__set__(self, value)
+
+    def _build(self) -> list[Field]:
+        d, off = self._dialect, self.offset
+        kids, p = FRAME_HEADER[d].read_fields(memoryview(self._raw), off, off + HEADER_SIZE[d])
+        kids[0].display = self._ck
+        if self._base is not None:
+            kids.insert(3, Field("offset", self._base[0] + kids[2].value, -1, 0))
+            kids.insert(5, Field("origin_timestamp", self._base[1] + kids[4].value, -1, 0))
+        plen = self._plen
+        kids.append(Field("payload", self._raw[p:p + plen], p, plen))
+        hsize = off + self.size - p - plen
+        kids.append(Field("headers", len(self._headers), p + plen, hsize, None, self._headers, True))
+        return kids
+
+
+class _MessageLabel:
+    """How problems name a message, worded only when there is a problem (the hot path has none)."""
+
+    __slots__ = ("i", "mid", "moff")
+
+    def __init__(self, i: int, mid: int, moff: int | None) -> None:
+        self.i, self.mid, self.moff = i, mid, moff
+
+    def __str__(self) -> str:
+        if self.moff is None:
+            return f"message {self.i} (id {self.mid:#x})"
+        return f"message {self.i} (id {self.mid:#x}, offset {self.moff})"
+
+    def __format__(self, spec: str) -> str:  # f"{label}: ..." words it
+        return str(self)
+
+
 def _frame(w: _Walk, i: int, off: int, end: int, base: tuple[int, int] | None = None) -> tuple[Field | None, int]:
-    """One Z1/Z2/C/V frame at ``off``; (None, off) when it does not fit (problem recorded).
+    """One Z1/Z2/C/V frame at ``off``; (None, off) when its header does not fit (problem recorded).
 
     ``base`` (V only): the batch's (base_offset, origin_timestamp), to show absolute values.
     """
-    d = w.dialect
+    d, mv = w.dialect, w.mv
     hsize = HEADER_SIZE[d]
     if off + hsize > end:
         w.problems.append(("size", f"message {i}: header needs {hsize} bytes, {end - off} left"))
         return None, off
-    hf, p = w.read(FRAME_HEADER[d], off, end)
-    byname = {f.name: f for f in hf}
-    label = _label(i, hf)
-    hlen, plen = byname["user_headers_length"].value, byname["payload_length"].value
-    _limits(w, label, plen, hlen)
+    hlen, plen = _LENGTHS.unpack_from(mv, off + _LENGTHS_AT[d])
+    mid = int.from_bytes(mv[off + 8:off + 24], "little")
+    if base is None:
+        (moff,) = _U64.unpack_from(mv, off + 24)
+    else:
+        moff = base[0] + _U32.unpack_from(mv, off + 24)[0]
+    label = _MessageLabel(i, mid, moff if w.polled else None)
+    if plen > MAX_PAYLOAD or hlen > MAX_USER_HEADERS:
+        _limits(w, str(label), plen, hlen)
+    p = off + hsize
     stop = p + plen + hlen
     if stop > end:
         w.problems.append(("size", f"{label}: payload {plen} + user headers {hlen} bytes overrun the data by "
                                    f"{stop - end} bytes"))
-        return Field(f"[{i}]", byname["id"].value, off, end - off, "cut off", [*hf, w.rest("rest", p, end)]), end
-    if "reserved" in byname and byname["reserved"].value:
-        w.problems.append(("reserved", f"{label}: reserved header bytes are {byname['reserved'].value:#x}, not 0"))
-    ck = byname["checksum"]
-    if w.polled or ck.value or d == "V":
-        _verify(w, ck, frame_checksum(d, w.mv[off:stop]), label)
+        hf, _ = FRAME_HEADER[d].read_fields(mv, off, p)
+        return Field(f"[{i}]", mid, off, end - off, "cut off", [*hf, w.rest("rest", p, end)]), end
+    at = _RESERVED_AT.get(d)
+    if at is not None:
+        (reserved,) = _U64.unpack_from(mv, off + at)
+        if reserved:
+            w.problems.append(("reserved", f"{label}: reserved header bytes are {reserved:#x}, not 0"))
+    (stored,) = _U64.unpack_from(mv, off)
+    if w.polled or stored or d == "V":
+        computed = frame_checksum(d, mv[off:stop])
+        if stored == computed:
+            ck = "verified"
+        else:
+            ck = f"mismatch: computed {computed:#x}"
+            w.problems.append(("checksum", f"{label}: checksum {stored:#x} does not verify (computed {computed:#x})"))
     else:
-        ck.display = "set by the server"
-    kids = list(hf)
-    if base is not None:
-        kids.insert(3, Field("offset", base[0] + byname["offset_delta"].value, -1, 0))
-        kids.insert(5, Field("origin_timestamp", base[1] + byname["timestamp_delta"].value, -1, 0))
-    kids.append(Field("payload", bytes(w.mv[p:p + plen]), p, plen))
-    headers = decode_headers(w.mv, p + plen, stop, _typed_keys(d), label, w.problems)
-    kids.append(Field("headers", len(headers), p + plen, hlen, None, headers, True))
-    text = _msg_display(kids, plen, len(headers), w.polled)
-    return Field(f"[{i}]", byname["id"].value, off, stop - off, text, kids), stop
+        ck = "set by the server"
+    headers = decode_headers(mv, p + plen, stop, _typed_keys(d), str(label), w.problems) if hlen else []
+    text = f"{plen} bytes" + (f", {len(headers)} headers" if headers else "")
+    if w.polled:
+        text = f"offset {moff}, {text}"
+    return MessageField(f"[{i}]", mid, off, stop - off, text, w.raw, d, base, ck, plen, headers), stop
 
 
 def _msg_display(kids: Sequence[Field], plen: int, nheaders: int, polled: bool) -> str:
@@ -617,17 +694,20 @@ def decode_polled(dialect: str, buf: bytes | memoryview, start: int, end: int) -
     return Decoded(fields, f"messages={n}", w.problems)
 
 
-def messages_of(fields: Sequence[Field]) -> list[dict[str, Any]]:
-    """Plain dicts of every message in a decode (in order, batches flattened)."""
-    out: list[dict[str, Any]] = []
+def _flatten_messages(fields: Sequence[Field]) -> list[Field]:
+    """The message Fields of a decode, in order, batches flattened."""
+    out: list[Field] = []
     for f in fields:
         if f.name == "messages":
-            for m in f.children or ():
-                if m.name.startswith("["):
-                    out.append(_message_dict(m))
+            out += [m for m in f.children or () if m.name.startswith("[")]
         elif f.name.startswith("batch[") and f.children:
-            out += messages_of(f.children)
+            out += _flatten_messages(f.children)
     return out
+
+
+def messages_of(fields: Sequence[Field]) -> list[dict[str, Any]]:
+    """Plain dicts of every message in a decode (in order, batches flattened)."""
+    return [_message_dict(m) for m in _flatten_messages(fields)]
 
 
 def _message_dict(m: Field) -> dict[str, Any]:
