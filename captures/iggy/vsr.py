@@ -12,7 +12,7 @@ import asyncio
 import struct
 
 from broker import Session
-from wire import INVALID_COMMAND, u8, u32, u64, u128
+from wire import INVALID_COMMAND, u32, u128
 
 HEADER = 256
 REQUEST, REPLY, EVICTION = 5, 8, 13
@@ -26,7 +26,9 @@ OPERATION_CODES = {
     141: 33, 142: 35, 143: 34, 144: 37, 145: 36, 146: 42, 147: 43, 148: 604, 149: 605,
     160: 101, 161: 121, 162: 122,
 }
-# Operations whose reply body starts with the result section (§9.3): metadata operations and Register.
+# Operations whose reply body starts with the result section (§9.3): metadata operations, Register,
+# and (not in the spec) Store/DeleteConsumerOffset, whose empty reply the 0.9.0 client refuses as
+# InvalidCommand. SendMessages (160) answers with a bare SendMessagesResponse.
 RESULT_SECTION = {op for op in OPERATION_CODES if 128 <= op < 160} | {OP_REGISTER, 161, 162}
 
 
@@ -36,7 +38,8 @@ def parse_request(head: bytes) -> dict:
     timestamp, request = struct.unpack_from("<QQ", head, 160)
     operation = head[176]
     session, user_id, code = struct.unpack_from("<QII", head, 184)
-    return {"client": client, "timestamp": timestamp, "request": request, "operation": operation,
+    return {"client": client, "request_checksum": int.from_bytes(head[144:160], "little"),
+            "timestamp": timestamp, "request": request, "operation": operation,
             "session": session, "user_id": user_id, "code_field": code,
             "release": struct.unpack_from("<I", head, 56)[0], "view": struct.unpack_from("<I", head, 52)[0]}
 
@@ -48,6 +51,9 @@ def build_reply(req: dict, op_number: int, status: int, body: bytes) -> bytes:
     struct.pack_into("<I", h, 52, req["view"])
     struct.pack_into("<I", h, 56, req["release"])
     h[60] = REPLY
+    # The request's own checksum field (apache-iggy 0.9.0 fills it with XXH3-64 of the body on
+    # Register and metadata operations), echoed so a reader can match the reply to the request.
+    h[128:144] = u128(req["request_checksum"])
     h[160:176] = u128(req["client"])
     struct.pack_into("<QQQQ", h, 176, op_number, op_number, req["timestamp"], req["request"])
     h[208] = req["operation"]
@@ -90,13 +96,10 @@ async def serve_vsr(responder, reader: asyncio.StreamReader, writer: asyncio.Str
             responder.log.write({"conn": s.client_id, "seq": seq, "code": code, "status": status,
                                  "request_len": size, "response_len": HEADER + len(payload),
                                  "vsr": {k: req[k] for k in ("request", "operation", "session", "user_id",
-                                                             "code_field")},
+                                                             "code_field", "request_checksum")},
                                  **({"body_hex": body[:160].hex()} if code not in (101,) else {}),
                                  **s.note})
     except (asyncio.IncompleteReadError, ConnectionError):
         pass
     finally:
         responder.close(s, writer)
-
-
-__all__ = ["serve_vsr", "u8", "u64"]
