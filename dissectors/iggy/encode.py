@@ -15,7 +15,15 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from analyzer.api import Direction, Event, Finding, Frame
-from dissectors.iggy.commands import BY_NAME, OPERATIONS, SEND_PAYLOAD, V_EVICTION, V_REPLY, V_REQUEST
+from dissectors.iggy.commands import (
+    BY_NAME,
+    OPERATIONS,
+    REPLICATED,
+    SEND_PAYLOAD,
+    V_EVICTION,
+    V_REPLY,
+    V_REQUEST,
+)
 from dissectors.iggy.dialects import pack_version
 from dissectors.iggy.messages import encode_polled, encode_send_messages
 from dissectors.schema import Struct
@@ -119,7 +127,7 @@ def v_reply(number: int, operation: int, status: int = 0, body: bytes = b"", *, 
     """A V reply; replicated operations get the (empty) result section before ``body`` unless
     ``results`` says otherwise."""
     if results is None:
-        results = operation != 2 and status == 0 and (operation != 1 or bool(body))
+        results = operation in REPLICATED and status == 0 and (operation != 1 or bool(body))
     if results:
         body = struct.pack("<I", 0) + body
     head = v_header(V_REPLY, len(body), checksum=checksum)
@@ -291,11 +299,13 @@ def _v_session(msgs: list[dict[str, Any]]) -> Script:
     s.s(v_reply(1, 1, 0, register_reply()))
     s.c(v_request("PING", next(n), session=1)).s(v_reply(2, 2))
     s.c(v_request("CREATE_STREAM", next(n), session=1, name="orders")).s(v_reply(3, 128, 0, stream_details(0, "orders")))
-    s.c(v_request("CREATE_TOPIC", next(n), session=1, stream_id=0, partitions_count=1, compression=1, message_expiry=0,
-                  max_topic_size=0, replication_factor=1, name="orders"))
+    s.c(v_request("CREATE_TOPIC", next(n), session=1, stream_id=0, partitions_count=1, name="orders",
+                  options=[{"key": "durability", "kind": 2, "value": "replicated"}]))
     s.s(v_reply(4, 132, 0, topic_details(0, "orders", 1, 0)))
     s.c(v_request("SEND_MESSAGES", next(n), session=1, stream_id=0, topic_id=0, messages=msgs,
-                  partitioning={"kind": 2, "value": 0})).s(v_reply(5, 160))
+                  partitioning={"kind": 2, "value": 0}))
+    # SendMessagesResponse (as apache-iggy 0.9.0 reads it): count, then stream, topic, partition, base offset.
+    s.s(v_reply(5, 160, 0, struct.pack("<IIIIQ", 1, 0, 0, 0, 0)))
     s.c(v_request("POLL_MESSAGES", next(n), session=1, consumer={"kind": 1, "id": 1}, stream_id=0, topic_id=0,
                   partition_id=0, strategy={"kind": 1, "value": 0}, count=10, auto_commit=0))
     s.s(v_reply(6, 2, 0, encode_polled("V", _stored("V", msgs))))
