@@ -119,13 +119,15 @@ class Prefixed(WireType):
 
 
 class Struct(WireType):
-    """Fields back to back. Consecutive ``Bit`` fields share octets, low bit first (AMQP rule)."""
+    """Fields back to back. Consecutive ``Bit`` fields share octets, low bit first (AMQP rule), or
+    high bit first with ``msb_first`` (for protocols whose spec leaves the order open)."""
 
-    __slots__ = ("doc", "fields")
+    __slots__ = ("doc", "fields", "msb_first")
 
-    def __init__(self, *fields: F, doc: str = "struct") -> None:
+    def __init__(self, *fields: F, doc: str = "struct", msb_first: bool = False) -> None:
         self.doc = doc
         self.fields: tuple[F, ...] = fields
+        self.msb_first = msb_first
 
     def read_fields(self, buf: memoryview, off: int, end: int) -> tuple[list[Field], int]:
         out: list[Field] = []
@@ -142,7 +144,7 @@ class Struct(WireType):
                         raise DecodeError(f"{spec.name}: needs 1 byte, 0 left", off)
                     octet, octet_at, bit = buf[off], off, 0
                     off += 1
-                v = bool(octet >> bit & 1)
+                v = bool(octet >> (7 - bit if self.msb_first else bit) & 1)
                 out.append(Field(spec.name, v, octet_at, 1, None))
                 bit += 1
                 continue
@@ -168,7 +170,7 @@ class Struct(WireType):
                     octet, bit = 0, 0
                     parts.append(b"\x00")
                 if value.get(spec.name):
-                    octet |= 1 << bit
+                    octet |= 1 << (7 - bit if self.msb_first else bit)
                 parts[-1] = bytes([octet])
                 bit += 1
                 continue

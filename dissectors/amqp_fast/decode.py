@@ -1,0 +1,168 @@
+"""Bytes to frames: the initiation, one command, the message head; and Info lines.
+
+Everything here is a function of the bytes and the encoding: what they mean for the conversation
+(machines, confirmations, messages) is the connection's business.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from analyzer.api import Direction, Field, Finding, Frame
+from dissectors.amqp_fast import codes
+from dissectors.amqp_fast import rules as R
+from dissectors.amqp_fast.commands import (
+    BY_CODE,
+    COMMAND_END,
+    LONG_SIZE,
+    PROTOCOL_ID,
+    PROTOCOL_VERSION,
+    Command,
+    browse_without_tag,
+    head_layout,
+    layout,
+)
+from dissectors.amqp_fast.framing import header
+from dissectors.amqp_fast.wire import Encoding
+from dissectors.schema import DecodeError, field_values
+
+INITIATION = "INITIATION"
+
+
+def initiation(d: Direction, data: bytes, offset: int) -> tuple[Frame, bool]:
+    """The client's two octets; (frame, whether they name AMQP/Fast at all)."""
+    pid, version = data[0], data[1]
+    if pid == PROTOCOL_ID:
+        what = "AMQP/Fast"
+    elif 129 <= pid <= 160:
+        what = "reserved"
+    elif pid > 160:
+        what = "a test protocol"
+    else:
+        what = "AMQP/HTTP"
+    fields = [Field("protocol_id", pid, 0, 1, what), Field("protocol_version", version, 1, 1)]
+    frame = Frame(d, offset, 2, INITIATION, None, f"{INITIATION} {pid} {version}", fields)
+    if pid != PROTOCOL_ID or version != PROTOCOL_VERSION:
+        frame.findings.append(R.INITIATION_OTHER(f"the initiation {pid} {version} names {what} version {version}, "
+                                                 f"not AMQP/Fast (128) version 1", command=INITIATION))
+    frame.data = data
+    return frame, pid >= PROTOCOL_ID
+
+
+def command(d: Direction, data: bytes, offset: int, enc: Encoding) -> tuple[Frame, Command | None, dict[str, Any]]:
+    """One whole command (size header to command-end): its frame, its table entry (None: unknown
+    type) and its decoded field values."""
+    hs, size = header(data, 0)
+    code = data[hs]
+    cmd = BY_CODE.get(code)
+    name = cmd.name if cmd is not None else f"UNKNOWN({code})"
+    findings: list[Finding] = []
+    fields = [Field("size", size, 0, hs, "long size" if hs == 6 else None), Field("type", code, hs, 1, name)]
+    end = len(data) - 1
+    if hs == 6 and size < LONG_SIZE:
+        findings.append(R.LONG_SIZE_SHORT(f"size {size} escaped with 0xFFFF: the 2-octet form holds it",
+                                          command=name))
+    values: dict[str, Any] = {}
+    if cmd is None:
+        findings.append(R.UNKNOWN_COMMAND(f"command type {code} is not defined", command=name))
+        if end > hs + 1:
+            fields.append(Field("payload", data[hs + 1:end], hs + 1, end - hs - 1))
+    else:
+        shape = layout(code, enc)
+        if code == 37 and end - hs - 1 == 6:  # the ABNF's BROWSE, without confirm-tag
+            shape = browse_without_tag(enc)
+            findings.append(R.BROWSE_ABNF("HANDLE BROWSE without confirm-tag (6 octets of fields)", command=name))
+        view = memoryview(data)
+        try:
+            got, used = shape.read_fields(view, hs + 1, end)
+            fields.extend(got)
+            if used < end:
+                findings.append(R.FRAMING_TRAILING(f"{end - used} octets after the last field", command=name))
+                fields.append(Field("trailing", data[used:end], used, end - used))
+        except DecodeError as e:
+            # What decodes is shown; the rest of the command stays as octets.
+            partial, _ = _prefix(shape, view, hs + 1, e.offset)
+            fields.extend(partial)
+            findings.append(R.FRAMING_TRUNCATED(f"{e} (command size {size})", command=name))
+            fields.append(Field("undecoded", data[e.offset:end], e.offset, end - e.offset))
+        finally:
+            view.release()
+        values = field_values([f for f in fields[2:] if f.name not in ("trailing", "undecoded")])
+        _check_values(cmd, fields[2:], values, findings)
+    if data[end] != COMMAND_END:
+        findings.append(R.END_MISSING(f"the octet the size counts last is {data[end]:#04x}, not the command-end 0xce",
+                                      command=name))
+    fields.append(Field("command_end", data[end], end, 1, "ok" if data[end] == COMMAND_END else "missing"))
+    frame = Frame(d, offset, len(data), name, code, info(name, cmd, values), fields, findings)
+    frame.data = data
+    return frame, cmd, values
+
+
+def _prefix(shape: Any, view: memoryview, start: int, stop: int) -> tuple[list[Field], int]:
+    """The fields of ``shape`` that decode whole before ``stop``."""
+    out: list[Field] = []
+    for n in range(len(shape.fields), 0, -1):
+        sub = type(shape)(*shape.fields[:n], msb_first=shape.msb_first)
+        try:
+            got, used = sub.read_fields(view, start, stop)
+        except DecodeError:
+            continue
+        return got, used
+    return out, start
+
+
+def _check_values(cmd: Command, fields: list[Field], values: dict[str, Any], findings: list[Finding]) -> None:
+    for n, t in cmd.fields:
+        v = values.get(n)
+        if t == "shortstr" and isinstance(v, (str, bytes)) and ("\0" in v if isinstance(v, str) else b"\0" in v):
+            findings.append(R.SHORT_STRING_NUL(f"{n} holds a zero octet", command=cmd.name, field=n))
+    rc = values.get("reply_code")
+    if isinstance(rc, int):
+        for f in fields:
+            if f.name == "reply_code":
+                f.display = codes.explain(rc)
+        sev = codes.severity(rc)
+        if sev == 0:
+            findings.append(R.REPLY_UNKNOWN(f"{cmd.name}: reply code {rc}: {codes.explain(rc)}", command=cmd.name))
+        elif sev >= 4:
+            findings.append(R.REPLY_ERROR(f"{cmd.name} {rc} '{_text(values.get('reply_text', ''))}': "
+                                          f"{codes.explain(rc)}", command=cmd.name))
+
+
+def _text(v: Any) -> str:
+    if isinstance(v, (bytes, bytearray)):
+        raw = bytes(v)
+        try:
+            s = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return raw.hex()
+        return s if s.isprintable() else raw.hex()
+    if isinstance(v, bool):
+        return str(int(v))
+    return str(v)
+
+
+def info(name: str, cmd: Command | None, values: dict[str, Any]) -> str:
+    """The Info line: the command's name and its info pieces (the RFC's example dialogue's style)."""
+    if cmd is None:
+        return name
+    parts = [name]
+    for fmt, optional in cmd.info:
+        keys = [k.split("}")[0] for k in fmt.split("{")[1:]]
+        if any(k not in values for k in keys):
+            continue
+        if optional and not any(values[k] for k in keys):
+            continue
+        parts.append(fmt.format(**{k: _text(values[k]) for k in keys}))
+    return " ".join(parts)
+
+
+def message_head(buf: bytes, enc: Encoding) -> tuple[list[Field], int] | None:
+    """The message head at the start of ``buf``: (fields, octets) or None when ``buf`` ends inside it."""
+    view = memoryview(buf)
+    try:
+        return head_layout(enc).read_fields(view, 0, len(buf))
+    except DecodeError:
+        return None
+    finally:
+        view.release()

@@ -1,0 +1,269 @@
+"""Message data (RFC 006 §3.4): fragments after HANDLE SEND, NOTIFY and PREPARE, reassembled per channel.
+
+A message is its head (body-size, persistent, priority, expiration, MIME type, encoding,
+identifier, headers: no length indicator precedes it) and its body, cut into fragments. Each
+fragment follows its command on the stream, fragment-size octets long, and the command's partial
+flag says whether more follow. Fragments of one message come one after the other on their channel;
+messages on distinct channels may interleave.
+
+The message record (what, expected octets, received octets, the first command's frame) is the kit's
+:class:`Sequencer` entry, keyed by ``"channel N"``; ``expected`` is unknown (``UNKNOWN``) until the
+head is decoded, and for streamed messages. Beside it, per key, what the frames show. Memory is
+bounded: the head is decoded from at most ``HEAD_LIMIT`` buffered octets, and of the body only the
+first ``BODY_KEEP`` octets are kept; a fragment is handed over in pieces as they arrive and only its
+first ``FRAGMENT_KEEP`` octets are kept for display.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from analyzer.api import Direction, Field, Finding, Frame, FrameRef
+from dissectors.amqp_fast import rules as R
+from dissectors.amqp_fast.decode import message_head
+from dissectors.amqp_fast.wire import Encoding
+from dissectors.kit.sequence import Sequencer
+from dissectors.kit.state import plain_state
+
+UNKNOWN = 1 << 62
+HEAD_LIMIT = (1 << 16) + 1024  # the largest head with 2-octet tables is about 66 KB
+BODY_KEEP = 1024
+FRAGMENT_KEEP = 4096
+FRAGMENT = "MESSAGE FRAGMENT"
+
+# meta[key] = [handle, message-nbr or None, head octets (-1: not yet decoded, -2: never: out of band),
+#              head octets buffered so far, body prefix kept, fragments, streaming, octets beyond expected,
+#              head display (body-size, mime type) or None]
+_HANDLE, _NBR, _HEADLEN, _HEADBUF, _BODY, _FRAGS, _STREAM, _OVER, _HEAD = range(9)
+
+
+@plain_state
+class Messages:
+    """One direction's messages in flight, per channel, and the fragment being received."""
+
+    __slots__ = ("seq", "meta", "frag")
+
+    def __init__(self) -> None:
+        self.seq = Sequencer()
+        self.meta: dict[str, list] = {}
+        #: The fragment whose octets are arriving: [key, stream offset, size, received, kept, partial,
+        #: head fields (or None), first fragment of its message, findings for its frame as plain
+        #: [rule id, message, field] lists (the state stays plain data until the frame is made)]
+        self.frag: list | None = None
+
+    def idle(self) -> bool:
+        return not self.meta and self.frag is None
+
+    def open_on(self, key: str) -> list | None:
+        return self.meta.get(key)
+
+    # ------------------------------------------------------------------ a message-carrying command
+    def command(self, name: str, key: str, handle: int, nbr: int | None, values: dict[str, Any], ref: FrameRef,
+                findings: list[Finding]) -> bool:
+        """HANDLE SEND, NOTIFY or PREPARE: a fragment of the message on ``key`` is announced. Returns
+        whether it starts a message (False: it continues the one in flight)."""
+        meta = self.meta.get(key)
+        starts = True
+        if meta is not None:
+            same = meta[_HANDLE] == handle and (nbr is None or meta[_NBR] is None or meta[_NBR] == nbr)
+            if same and name != "HANDLE PREPARE":
+                starts = False
+            else:
+                entry = self.seq.cancel(key)
+                got = entry[2] if entry is not None else "all"
+                whose = f"handle {meta[_HANDLE]}" + (f" message {meta[_NBR]}" if meta[_NBR] is not None else "")
+                findings.append(R.INTERLEAVED(f"{name} (handle {handle}{'' if nbr is None else f' message {nbr}'}) "
+                                              f"on {key} while the message of {whose} still has fragments due "
+                                              f"({got} octets received)", command=name))
+                del self.meta[key]
+        streaming = bool(values.get("streaming"))
+        if starts:
+            if streaming and (values.get("recovery") or not values.get("partial")):
+                findings.append(R.STREAMING(f"{name} starts a stream with "
+                                            + ("recovery set" if values.get("recovery") else "partial clear"),
+                                            command=name))
+            self.seq.start(key, f"{name} message", UNKNOWN, ref)
+            self.meta[key] = [handle, nbr, -1, b"", b"", 0, streaming, 0, None]
+        meta = self.meta[key]
+        meta[_FRAGS] += 1
+        return starts
+
+    def out_of_band(self, key: str, size: int, partial: bool, frame: Frame) -> None:
+        """A fragment that travels out of band: counted, never on this stream."""
+        meta = self.meta[key]
+        if meta[_HEADLEN] == -1 and meta[_FRAGS] == 1:
+            meta[_HEADLEN] = -2
+        self._count(key, meta, size)
+        if not partial:
+            self._finish(key, frame, frame.findings)
+
+    def begin(self, key: str, offset: int, size: int, partial: bool) -> None:
+        first = self.meta[key][_FRAGS] == 1
+        self.frag = [key, offset, size, 0, b"", partial, None, first, []]
+
+    # ------------------------------------------------------------------ the fragment's octets
+    def data(self, chunk: bytes, enc: Encoding) -> None:
+        frag = self.frag
+        assert frag is not None
+        noted = frag[8]
+        key = frag[0]
+        at = frag[3]
+        frag[3] = at + len(chunk)
+        if len(frag[4]) < FRAGMENT_KEEP:
+            frag[4] += chunk[:FRAGMENT_KEEP - len(frag[4])]
+        meta = self.meta.get(key)
+        if meta is None:
+            return
+        body = chunk
+        if meta[_HEADLEN] == -1:
+            room = HEAD_LIMIT - len(meta[_HEADBUF])
+            meta[_HEADBUF] += chunk[:room]
+            head = message_head(meta[_HEADBUF], enc)
+            if head is None:
+                if len(meta[_HEADBUF]) >= HEAD_LIMIT:
+                    meta[_HEADLEN] = -2
+                    meta[_HEADBUF] = b""
+                    noted.append([R.MESSAGE_SIZE.id, f"the message head on {key} does not end within "
+                                                     f"{HEAD_LIMIT} octets", None])
+                self._count(key, meta, len(chunk))
+                return
+            fields, used = head
+            buffered = meta[_HEADBUF]
+            meta[_HEADLEN] = used
+            meta[_HEADBUF] = b""
+            values = {f.name: f.value for f in fields}
+            body_size = values["body_size"]
+            # Head fields sit at their place in this fragment when the head began in it.
+            start_here = at - (len(buffered) - len(chunk))
+            if start_here == 0 and frag[7]:
+                frag[6] = fields
+            else:
+                frag[6] = [Field(f.name, f.value, -1, 0, f.display) for f in fields]
+            meta[_HEAD] = [body_size, values.get("mime_type") or ""]
+            entry = self.seq.expecting(key)
+            if entry is not None and not meta[_STREAM]:
+                entry[1] = used + body_size
+            if meta[_STREAM] and body_size:
+                noted.append([R.STREAMING.id, f"a streamed message on {key} announces body-size {body_size} "
+                                              f"(must be 0)", "body_size"])
+            if values.get("priority", 0) > 9:
+                noted.append([R.PRIORITY.id, f"message priority {values['priority']} (0-9)", "priority"])
+            body = buffered[used:]
+            self._count(key, meta, len(chunk))
+        else:
+            self._count(key, meta, len(chunk))
+        if body and len(meta[_BODY]) < BODY_KEEP:
+            meta[_BODY] += body[:BODY_KEEP - len(meta[_BODY])]
+
+    def _count(self, key: str, meta: list, n: int) -> None:
+        entry, _done = self.seq.add(key, n)
+        if entry is None:
+            meta[_OVER] += n  # beyond the size the head announced
+
+    def done(self) -> bool:
+        frag = self.frag
+        return frag is not None and frag[3] >= frag[2]
+
+    def finish_fragment(self, d: Direction, lost: int = 0) -> Frame:
+        """The fragment's last octet arrived: its frame (and the message's, when it was the last)."""
+        frag = self.frag
+        assert frag is not None
+        self.frag = None
+        key, offset, size, received, kept, partial, head, _first, noted = frag
+        fields: list[Field] = [Field("fragment", kept, 0, size,
+                                     f"{size} octets" + (f", the first {len(kept)} shown" if len(kept) < size else ""))]
+        if head is not None:
+            fields.append(Field("head", None, min((f.offset for f in head if f.offset >= 0), default=-1),
+                                sum(f.size for f in head), None, head))
+        meta = self.meta.get(key)
+        info = f"{FRAGMENT} {key}" + (f" handle={meta[_HANDLE]}" if meta is not None else "") + f" size={size}"
+        if meta is not None and head is not None and meta[_HEAD] is not None:
+            info += f" body-size={meta[_HEAD][0]}" + (f" type='{meta[_HEAD][1]}'" if meta[_HEAD][1] else "")
+        if lost:
+            info += f" ({lost} octets lost)"
+        frame = Frame(d, offset, size, FRAGMENT, None, info, fields)
+        frame.findings.extend(_BY_ID[rid](text, command=FRAGMENT, field=field) for rid, text, field in noted)
+        frame.data = kept
+        if meta is not None and not partial:
+            self._finish(key, frame, frame.findings)
+        return frame
+
+    def _finish(self, key: str, frame: Frame, findings: list[Finding]) -> None:
+        """The final fragment of the message on ``key`` (partial clear)."""
+        meta = self.meta.pop(key)
+        entry = self.seq.cancel(key)
+        headlen = meta[_HEADLEN]
+        if entry is not None:
+            expected, received = entry[1], entry[2]
+        else:  # the whole size arrived (the Sequencer closed it), maybe more
+            expected = received = (headlen + meta[_HEAD][0]) if meta[_HEAD] is not None else 0
+        received += meta[_OVER]
+        if headlen == -1:
+            findings.append(R.MESSAGE_SIZE(f"the message on {key} ends after {received} octets, inside its head",
+                                           command=FRAGMENT))
+        elif headlen >= 0 and not meta[_STREAM] and received != expected:
+            body_size = meta[_HEAD][0]
+            findings.append(R.MESSAGE_SIZE(f"the message on {key} carries {received - headlen} body octets, its "
+                                           f"head announced body-size {body_size}", command=FRAGMENT))
+        body = meta[_BODY]
+        children = [Field("handle_id", meta[_HANDLE])]
+        if meta[_NBR] is not None:
+            children.append(Field("message_nbr", meta[_NBR]))
+        children += [Field("size", received), Field("fragments", meta[_FRAGS]),
+                     Field("body", body), Field("body_truncated", headlen >= 0 and received - headlen > len(body))]
+        frame.fields.append(Field("message", None, -1, 0, None, children))
+        shown = _preview(body)
+        frame.info += f" [message {received} octets in {meta[_FRAGS]} fragment{'s' * (meta[_FRAGS] != 1)}" + \
+            (f": {shown}]" if shown else "]")
+
+    # ------------------------------------------------------------------ elsewhere on the conversation
+    def ready(self, key: str, handle: int, message_size: int) -> None:
+        """HANDLE READY from the peer: the prepared message on ``key`` continues after the head and
+        the ``message_size`` body octets the peer already holds."""
+        meta = self.meta.get(key)
+        entry = self.seq.expecting(key)
+        if meta is None or entry is None or meta[_HANDLE] != handle or meta[_HEADLEN] < 0:
+            return
+        entry[2] = meta[_HEADLEN] + message_size
+
+    def drop(self, key: str, handle: int | None = None) -> None:
+        """A channel (or, with ``handle``, a handle) closed: its message in flight is gone."""
+        meta = self.meta.get(key)
+        if meta is not None and (handle is None or meta[_HANDLE] == handle):
+            del self.meta[key]
+            self.seq.cancel(key)
+
+    def clear(self) -> None:
+        """A capture gap: whatever was half-received is lost with the hole."""
+        self.meta.clear()
+        self.seq.open.clear()
+        self.frag = None
+
+    def incomplete(self) -> list[Finding]:
+        out = []
+        for key, meta in self.meta.items():
+            if meta[_STREAM]:
+                continue  # a stream ends when its handle or channel does
+            entry = self.seq.expecting(key)
+            got = entry[2] if entry is not None else "all"
+            of = f" of {entry[1]}" if entry is not None and entry[1] != UNKNOWN else ""
+            ref = entry[3] if entry is not None else None
+            out.append(R.MESSAGE_INCOMPLETE(f"the message of handle {meta[_HANDLE]} on {key} ended after {got}{of} "
+                                            f"octets in {meta[_FRAGS]} fragments, without its final fragment",
+                                            related=ref, command=FRAGMENT))
+        return out
+
+
+_BY_ID = {r.id: r for r in R.ALL_RULES}
+
+
+def _preview(body: bytes) -> str:
+    if not body:
+        return ""
+    try:
+        text = body[:40].decode("utf-8")
+    except UnicodeDecodeError:
+        return body[:16].hex(" ") + (" …" if len(body) > 16 else "")
+    if not all(c.isprintable() or c in "\r\n\t" for c in text):
+        return body[:16].hex(" ") + (" …" if len(body) > 16 else "")
+    return repr(text) + (" …" if len(body) > 40 else "")
