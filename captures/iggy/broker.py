@@ -3,7 +3,7 @@
 A handler takes the session, the request payload and returns (status, response payload); it may add
 facts (messages sent or polled, the login's version string) to ``session.note`` for the run log.
 Layouts follow /work/shared/specs/iggy.md: requests §4, responses §5, status codes §6, login §7.2.
-The transport (classic framing §1 or the VSR header §9) lives in responder.py.
+The transport lives in responder.py (classic framing, §1) and vsr.py (the consensus header, §9).
 """
 
 from __future__ import annotations
@@ -48,9 +48,9 @@ from wire import (
 )
 
 USERNAME, PASSWORD = "iggy", "iggy"  # the default root credentials (§7.2)
-BIG_PAYLOAD = 256
+BIG_PAYLOAD = 256  # payloads longer than this are logged as sha256 + length, not hex
 SERVER_PROTOCOL = 11 << 10  # V: binary protocol 0.11.0 packed as major<<20 | minor<<10 | patch (§9.5)
-SERVER_VERSION = "0.9.0-edge.2"  # payloads longer than this are logged as sha256 + length, not hex
+SERVER_VERSION = "0.9.0-edge.2"  # what the V Register reply announces
 
 
 def now_us() -> int:
