@@ -1,8 +1,9 @@
 """Message formats for the capture responder: what SEND_MESSAGES carries, what POLL_MESSAGES returns.
 
 Legacy L1 (iggy.md §4.1, §5.2), the zero-copy frames of Z1/Z2/C (§4.1, §5.1, §5.3) and the V
-batch records (§9.6) with their XXH3 frame and batch checksums. User headers are kept as the raw bytes the client sent: the same client polls
-them back, so they go out in the same dialect's encoding.
+batch records (§9.6) with their XXH3 frame and batch checksums. User headers are kept as the raw
+bytes the client sent: the same client polls them back, so they go out in the same dialect's
+encoding.
 """
 
 from __future__ import annotations
