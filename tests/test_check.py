@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -289,3 +290,13 @@ def test_unreadable_capture(tmp_path):
     shutil.copy(ERRS, p)
     p.chmod(0)
     assert check(p).exit_code == 2
+
+
+def test_readme_fail_on_warning_line():
+    # The README's check example says how the same run ends with --fail-on warning.
+    readme = (ROOT / "README.md").read_text()
+    claim = re.search(r"With `--fail-on warning` the same run ends `(.+?)`", readme)
+    assert claim is not None
+    example = re.search(r"\$ streamproto check (.+)\n", readme)
+    r = check(*example.group(1).split(), "--fail-on", "warning")
+    assert r.exit_code == 1 and r.stdout.rstrip().splitlines()[-1] == claim.group(1)
