@@ -233,6 +233,7 @@ class IggyConnection(Connection):
                 self.cands = cands = good
             if cmd.code == 38:
                 self._prefer_sdk(results.get(cands[0]))
+                cands = self.cands
             self.dialect = cands[0]
             return results.get(cands[0]) or payloads.request(cmd, cands[0], data, start)
         self.dialect = cands[0]
