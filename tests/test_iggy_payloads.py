@@ -751,3 +751,34 @@ def test_message_fields_sit_at_the_spec_offsets(dialect, offsets):
     got = {c.name: c.offset - at for c in msg.children if c.offset >= 0 and c.name in offsets}
     assert got == offsets
     assert msg.child("payload").value == b"abc" and msg.child("id").value == 5
+
+
+def test_v_stream_and_topic_layouts_with_options():
+    option = b"\x02" + struct.pack("<I", 3) + b"ttl" + b"\x0c" + struct.pack("<I", 8) + struct.pack("<Q", 60)
+    stream = struct.pack("<IQIQQ", 0, NOW, 1, 0, 0) + name8("orders") + struct.pack("<I", 0)
+    topic = (struct.pack("<IQIQBQQQ", 0, NOW, 1, 0, 1, 0, 0, 0) + name8("t") + struct.pack("<I", len(option))
+             + option + struct.pack("<I", 0))
+    assert len(topic) == 50 + 1 + 4 + len(option) + 4  # no replication_factor in V
+    r = decode(202, "V", stream + topic)
+    assert r.problems == [] and r.info == "stream=orders id=0 topics=1"
+    t = next(f for f in r.fields if f.name == "topics").children[0]
+    (pair,) = t.child("options").children
+    assert pair.child("key").value == "ttl" and pair.child("value").value == 60
+    part = struct.pack("<IQIQQQ", 0, NOW, 1, 0, 0, 0) + struct.pack("<QQQ", 23, 0, 101)
+    r = decode(302, "V", topic + part)
+    assert r.problems == [] and r.info == "topic=t id=0 partitions=1"
+    assert next(f for f in r.fields if f.name == "partitions").children[0].child("incarnation").value == 23
+    # a V server writing the spec's (C) layouts still decodes
+    assert decode(200, "V", stream_header(1, "orders", 1) + topic_header(0, "t", 0)).problems == []
+    bad_option = struct.pack("<I", 3) + b"\x02\x09\x00"  # a pair cut short inside the block
+    bad_topic = struct.pack("<IQIQBQQQ", 0, NOW, 0, 0, 1, 0, 0, 0) + name8("t") + bad_option + struct.pack("<I", 0)
+    assert "size" in kinds(decode(301, "V", bad_topic).problems)
+
+
+def test_v_send_messages_reply_confirmations():
+    body = struct.pack("<I", 1) + struct.pack("<IIIQ", 0, 0, 1, 40)
+    r = decode(101, "V", body)
+    assert r.problems == [] and r.info == "partition=1 base_offset=40"
+    assert decode(101, "V", struct.pack("<I", 0)).problems == []
+    assert kinds(decode(101, "V", struct.pack("<I", 2) + struct.pack("<IIIQ", 0, 0, 1, 40)).problems) == ["size"]
+    assert kinds(decode(101, "C", body).problems) == ["size"]  # classic SEND_MESSAGES answers nothing

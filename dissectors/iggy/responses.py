@@ -19,9 +19,10 @@ get a ("size", ...) problem when bytes come back. Unknown commands: the raw byte
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from analyzer.api import Field
-from dissectors.iggy.messages import decode_polled
+from dissectors.iggy.messages import decode_headers, decode_polled, encode_headers
 from dissectors.iggy.types import (
     COMPRESSION,
     EXPIRY,
@@ -44,10 +45,11 @@ from dissectors.iggy.types import (
     Checked,
     Decoded,
     Micros,
+    mark,
     micros_display,
     problems_of,
 )
-from dissectors.schema import Array, DecodeError, F, Int, Rest, Struct
+from dissectors.schema import Array, DecodeError, F, Int, Rest, Struct, WireType
 
 # ------------------------------------------------------------------------------ value types
 
@@ -105,6 +107,30 @@ class PatExpiry(Micros):
         return f, off
 
 
+class Options(WireType):
+    """V's options block: ``length u32``, then key/value pairs in the typed user-header format
+    (5.5; key kind, key, value kind, value). Written from raw bytes or a list of header dicts."""
+
+    doc = "options(u32 length, TLV)"
+
+    def read(self, name: str, buf: memoryview, off: int, end: int, spec: F | None = None) -> tuple[Field, int]:
+        if off + 4 > end:
+            raise DecodeError(f"{name}: length needs 4 bytes, {max(end - off, 0)} left", off)
+        n = int.from_bytes(buf[off:off + 4], "little")
+        if off + 4 + n > end:
+            raise DecodeError(f"{name}: length {n} overruns the payload by {off + 4 + n - end} bytes", off)
+        problems: list[tuple[str, str]] = []
+        pairs = decode_headers(buf, off + 4, off + 4 + n, True, name, problems)
+        f = Field(name, len(pairs), off, 4 + n, None, pairs, True)
+        for kind, message in problems:
+            f = mark(f, kind, message)
+        return f, off + 4 + n
+
+    def write(self, value: Any) -> bytes:
+        raw = bytes(value) if isinstance(value, bytes | bytearray) else encode_headers("V", value or [])
+        return len(raw).to_bytes(4, "little") + raw
+
+
 COMPRESSION_T = Checked("u8 compression", "<B", COMPRESSION, "compression")
 TRANSPORT_T = Checked("u8 transport", "<B", TRANSPORT, "transport")
 NODE_ROLE_T = Checked("u8 node role", "<B", NODE_ROLE, "node role")
@@ -112,6 +138,7 @@ NODE_STATUS_T = Checked("u8 node status", "<B", NODE_STATUS, "node status")
 LEGACY_CREATED_AT = LegacyCreatedAt()
 PAT_EXPIRY = PatExpiry()
 SEMVER = Semver()
+OPTIONS = Options()
 MAX_TOPIC_SIZE_OLD = Int("u64 bytes (0 none)", "<Q")
 RAW = Rest()
 
@@ -139,6 +166,21 @@ TOPIC_HEADERS = (
 )
 PARTITION = S(F("id", U32), F("created_at", TIMESTAMP), F("segments_count", U32), F("current_offset", U64),
               F("size_bytes", U64), F("messages_count", U64), doc="Partition")
+# Dialect V (0.9 edge) changed these; iggy.md 9 only says options were added to the creates. The
+# layouts follow the Apache Iggy sources (core/binary_protocol/src/responses/{streams,topics}) and
+# the responder the V capture was recorded against: an options block after the stream's name; no
+# replication_factor and two options blocks (explicit, derived) in TopicHeader; a 24-byte partition
+# context. The spec's layouts stay candidates, so a V server writing those still decodes cleanly.
+STREAM_HEADER_V = S(*STREAM_HEADER.fields, F("options", OPTIONS), doc="StreamHeader (V)")
+TOPIC_HEADER_V = S(*_TOPIC_HEAD, F("message_expiry", EXPIRY), F("compression", COMPRESSION_T),
+                   F("max_topic_size", MAX_TOPIC_SIZE), *_TOPIC_TAIL, F("options", OPTIONS),
+                   F("derived_options", OPTIONS), doc="TopicHeader (V)")
+PARTITION_V = S(*PARTITION.fields, F("incarnation", U64), F("owner_generation", U64), F("metadata_op", U64),
+                doc="Partition (V)")
+#: V's SEND_MESSAGES reply: one confirmation per partition written.
+SEND_CONFIRMATIONS = S(F("confirmations", Array("<I", S(F("stream_id", U32), F("topic_id", U32),
+                                                          F("partition_id", U32), F("base_offset", U64),
+                                                          doc="SendConfirmation"))), doc="SendMessagesResponse (V)")
 CONSUMER_OFFSET = S(F("partition_id", U32), F("current_offset", U64), F("stored_offset", U64), doc="ConsumerOffset")
 #: GroupHeader with its name (0.0.30 on), and before.
 GROUP_HEADERS = (
@@ -377,17 +419,24 @@ def _shapes(command: int, dialect: str) -> tuple[Sequence[Shape], str] | None:
         return [_struct(RAW_TOKEN)], "value"
     if command == 120:
         return [_struct(CONSUMER_OFFSET)], "one"
+    v = dialect == "V"
+    if command == 101 and v:
+        return [_struct(SEND_CONFIRMATIONS)], "value"
     if command in (200, 202):
-        stream_shapes: list[Shape] = [_stream_details()]
+        stream_shapes: list[Shape] = [_with_children(STREAM_HEADER_V, "topics_count", TOPIC_HEADER_V, "topics")] \
+            if v else []
+        stream_shapes.append(_stream_details())
         stream_shapes += [_with_children(STREAM_HEADER, "topics_count", t, "topics") for t in topics
                           if t is not TOPIC_HEADERS[0]]
         return stream_shapes, "one"
     if command == 201:
-        return [_repeated(_struct(STREAM_HEADER), "streams")], "list"
+        return [_repeated(_struct(h), "streams") for h in ((STREAM_HEADER_V, STREAM_HEADER) if v
+                                                          else (STREAM_HEADER,))], "list"
     if command in (300, 302):
-        return [_topic_details(t) for t in topics], "one"
+        return ([_with_children(TOPIC_HEADER_V, "partitions_count", PARTITION_V, "partitions")] if v else []) \
+            + [_topic_details(t) for t in topics], "one"
     if command == 301:
-        return [_repeated(_struct(t), "topics") for t in topics], "list"
+        return [_repeated(_struct(t), "topics") for t in ((TOPIC_HEADER_V, *topics) if v else topics)], "list"
     if command in (600, 602):
         return [_group_details(g) for g in groups], "one"
     if command == 601:
@@ -438,6 +487,11 @@ def _info(command: int, fields: Sequence[Field], info: str) -> str:
     if command == 12:
         nodes = v.get("nodes")
         return f"cluster={val('name')} nodes={nodes.value if nodes is not None else 0}"
+    if command == 101:
+        f = v.get("confirmations")
+        confirmed = f.children or [] if f is not None else []
+        return " ".join(f"partition={c.children[2].value} base_offset={c.children[3].value}"
+                        for c in confirmed if c.children and len(c.children) == 4)
     if command == 11:
         f = v.get("archive")
         return f"archive {f.size if f is not None else 0} bytes"
@@ -454,7 +508,7 @@ def decode_response(command: int, dialect: str, buf: bytes | memoryview, start: 
     if command == 100:
         return decode_polled(dialect, mv, start, end)
     n = end - start
-    if command in EMPTY:
+    if command in EMPTY and not (command == 101 and dialect == "V"):
         if n == 0:
             return Decoded([])
         return Decoded([Field("payload", bytes(mv[start:end]), start, n)], "",
