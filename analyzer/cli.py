@@ -488,6 +488,211 @@ def protocol_text(f: FlowInfo) -> str:
     return f.protocol + (f"/{f.dialect}" if f.dialect else "")
 
 
+class StatsFormat(enum.StrEnum):
+    table = "table"
+    json = "json"
+
+
+EPILOG_STATS = """\b
+Examples:
+  streamproto stats capture.pcap                      every table
+  streamproto stats capture.pcap --only srt           service response times only
+  streamproto stats capture.pcap -Y 'flow == 2' --only commands --only expert
+  streamproto stats capture.pcap --interval 0.5 --format json | jq .io
+"""
+
+
+@app.command(epilog=EPILOG_STATS)
+def stats(
+    capture: CapturesArg = None,
+    read: ReadOpt = [],  # noqa: B006
+    only: Annotated[list[str], typer.Option(
+        "--only", metavar="TABLE", help="Only these tables (repeatable): commands, srt (service response times), "
+                                        "expert (findings by rule), conversations, io (frames over time)")] = [],  # noqa: B006
+    display_filter: FilterOpt = None,
+    interval: Annotated[float | None, typer.Option(
+        "--interval", metavar="SECONDS", help="io table: the interval (default: a round one for about 20 rows)")
+    ] = None,
+    format: Annotated[StatsFormat, typer.Option("--format", "-T", help="table, or one JSON document")
+                      ] = StatsFormat.table,
+    decode_as: DecodeAsOpt = [],  # noqa: B006
+    option: OptionOpt = [],  # noqa: B006
+    dialect: DialectOpt = [],  # noqa: B006
+    idle_timeout: IdleOpt = DEFAULT_IDLE_TIMEOUT,
+) -> None:
+    """Statistics of a capture, as tshark's -z gives them: commands per protocol and direction,
+    service response times per request (count, min, mean, p50, p95, max), findings by rule and
+    severity (-z expert), conversations with durations (-z conv,tcp), frames over time (-z io,stat).
+
+    A command of its own rather than `inspect -z`: statistics are read once the whole capture is
+    read, while inspect prints frames as they come; here --format chooses between the tables and
+    JSON, and -Y selects the frames counted.
+    """
+    from analyzer.stats import SECTIONS, Stats, conversation_rows
+
+    for name in only:
+        if name not in SECTIONS:
+            raise fail(f"unknown table {name!r} for --only (one of {', '.join(SECTIONS)})")
+    if interval is not None and not interval > 0:
+        raise fail(f"--interval must be a positive number of seconds, not {interval}")
+    paths = _inputs(capture, read)
+    analyzer = _analyzer(decode_as, idle_timeout, option, dialect)
+    dfilter = _compile_filter(display_filter, analyzer)
+    counts = Stats(interval)
+    events, error = _run(analyzer, paths)
+    for ev in events:
+        if dfilter is None or dfilter(ev):
+            counts.add(ev)
+    wanted = [s for s in SECTIONS if not only or s in only]
+    tables: dict[str, Any] = {}
+    if "commands" in wanted:
+        tables["commands"] = counts.command_rows()
+    if "srt" in wanted:
+        tables["srt"] = counts.srt_rows()
+    if "expert" in wanted:
+        tables["expert"] = counts.expert_rows()
+    if "conversations" in wanted:
+        tables["conversations"] = conversation_rows(analyzer.flows)
+    io_interval = None
+    if "io" in wanted:
+        io_interval, tables["io"] = counts.io_rows()
+    if format is StatsFormat.json:
+        writer = JsonWriter(sys.stdout)
+        doc = {"capture": paths[0] if len(paths) == 1 else paths, "packets": analyzer.packets, **tables}
+        if io_interval is not None:
+            doc["io_interval"] = io_interval
+        writer.line(doc)
+        writer.flush()
+    else:
+        _stats_tables(Output(), tables, io_interval)
+    if error:
+        raise fail(error[0])
+
+
+def _stats_tables(out: Output, tables: dict[str, Any], io_interval: float | None) -> None:
+    def fmt_ms(x: float) -> str:
+        return f"{x * 1000:.3f}"
+
+    arrow = {"c2s": f"c{out.arrows['c2s']}s", "s2c": f"s{out.arrows['c2s']}c"}
+    sections: list[tuple[str, list[str], list[list[Any]]]] = []
+    if "commands" in tables:
+        sections.append(("Commands per protocol and direction", ["protocol", "command", "dir", "frames", "bytes"],
+                         [[r["protocol"], r["command"], arrow.get(r["direction"], r["direction"]), r["frames"],
+                           r["bytes"]] for r in tables["commands"]]))
+    if "srt" in tables:
+        sections.append(("Service response times (ms)", ["protocol", "request", "response", "count", "min", "mean",
+                                                          "p50", "p95", "max"],
+                         [[r["protocol"], r["request"], r["response"], r["count"], *map(fmt_ms, (
+                             r["min"], r["mean"], r["p50"], r["p95"], r["max"]))] for r in tables["srt"]]))
+    if "expert" in tables:
+        sections.append(("Findings by rule (expert info)", ["severity", "count", "id"],
+                         [[r["severity"], r["count"], r["id"]] for r in tables["expert"]]))
+    if "conversations" in tables:
+        sections.append(("Conversations", ["flow", "client", "server", "protocol", "duration s", "packets",
+                                           "frames", f"bytes {arrow['c2s']}", f"bytes {arrow['s2c']}", "findings"],
+                         [[r["flow"], r["client"], r["server"],
+                           (r["protocol"] or "-") + (f"/{r['dialect']}" if r["dialect"] else ""),
+                           f"{r['duration']:.6f}", r["packets"], r["frames"], r["bytes_c2s"], r["bytes_s2c"],
+                           r["errors"] + r["warnings"] + r["notes"]] for r in tables["conversations"]]))
+    if "io" in tables:
+        sections.append((f"Frames over time ({io_interval:g} s intervals from the first frame)",
+                         ["from s", "to s", "frames", "bytes", "findings"],
+                         [[f"{r['start']:g}", f"{r['end']:g}", r["frames"], r["bytes"], r["findings"]]
+                          for r in tables["io"]]))
+    for i, (title, headers, rows) in enumerate(sections):
+        if i:
+            out.line(("", None))
+        out.line((f"== {title}", "bold"))
+        if rows:
+            table(out, headers, rows)
+        else:
+            out.line(("(none)", "dim"))
+
+
+class FollowFormat(enum.StrEnum):
+    ascii = "ascii"
+    hex = "hex"
+    raw = "raw"
+
+
+EPILOG_FOLLOW = """\b
+Examples:
+  streamproto follow 3 capture.pcap                   printable text, server side indented
+  streamproto follow 3 capture.pcap --format hex      hex dump of each piece
+  streamproto follow 3 capture.pcap --format raw      each piece as one line of hex (tshark's raw)
+"""
+
+
+@app.command(epilog=EPILOG_FOLLOW)
+def follow(
+    flow_id: Annotated[int, typer.Argument(metavar="FLOW", help="The conversation (see `streamproto flows`)",
+                                           show_default=False)],
+    capture: CapturesArg = None,
+    read: ReadOpt = [],  # noqa: B006
+    format: Annotated[FollowFormat, typer.Option("--format", "-T", help="ascii, hex or raw (hex text per piece)")
+                      ] = FollowFormat.ascii,
+    decode_as: DecodeAsOpt = [],  # noqa: B006
+    option: OptionOpt = [],  # noqa: B006
+    dialect: DialectOpt = [],  # noqa: B006
+    idle_timeout: IdleOpt = DEFAULT_IDLE_TIMEOUT,
+) -> None:
+    """One conversation's reassembled bytes, decoded or not, in capture order (tshark's
+    -z follow,tcp,ascii,N): the client's pieces at the margin, the server's indented, each
+    after a line with its packet, direction and size; lost bytes are marked.
+    """
+    from analyzer.follow import DATA, Recorder, ascii_text, recorders
+
+    if flow_id < 1:
+        raise fail(f"FLOW must be a conversation number from 1 (see `streamproto flows`), not {flow_id}")
+    paths = _inputs(capture, read)
+    real = _analyzer(decode_as, idle_timeout, option, dialect)
+    analyzer = Analyzer(recorders(real.dissectors), real.decode_as, idle_timeout=real.idle_timeout,
+                        fallback=Recorder())
+    out = Output()
+    events, error = _run(analyzer, paths)
+    totals = {"c2s": 0, "s2c": 0}
+    header = False
+    for ev in events:
+        if not isinstance(ev, Frame) or ev.flow != flow_id:
+            continue
+        if not header:
+            info = analyzer.flow(flow_id)
+            assert info is not None
+            out.line((f"=== flow {flow_id}: {fmt_endpoint(info.client)} {out.arrows['c2s']} "
+                      f"{fmt_endpoint(info.server)}, {format} ===", "bold"))
+            header = True
+        d = str(ev.direction)
+        pad = "    " if d == "s2c" else ""
+        where = f"{ev.file} #{ev.packets[1]}" if ev.file is not None else f"#{ev.packets[1]}"
+        if ev.command != DATA:
+            out.line((f"{pad}[{where} {d}: {ev.info}]", "yellow"))
+            continue
+        data = ev.data or b""
+        totals[d] += len(data)
+        out.line((f"{pad}{where} {d} {len(data)} bytes", "dim"))
+        if format is FollowFormat.ascii:
+            for text in ascii_text(data).split("\n"):
+                out.line((pad + text, None))
+        elif format is FollowFormat.hex:
+            from analyzer.render import hexdump_lines
+
+            for row in hexdump_lines(data, limit=len(data)):
+                out.line((pad + row, None))
+        else:
+            out.line((pad + data.hex(), None))
+    if error:
+        raise fail(error[0])
+    info = analyzer.flow(flow_id)
+    if info is None:
+        raise fail(f"no conversation {flow_id} in this capture (it has {len(analyzer.flows)}; "
+                   f"see `streamproto flows`)")
+    if not header:
+        out.line((f"=== flow {flow_id}: {fmt_endpoint(info.client)} {out.arrows['c2s']} "
+                  f"{fmt_endpoint(info.server)}: no data ===", "bold"))
+    else:
+        out.line((f"=== {totals['c2s']} bytes c2s, {totals['s2c']} bytes s2c ===", "bold"))
+
+
 @app.command()
 def protocols(
     commands: Annotated[bool, typer.Option("--commands/--no-commands", help="List each protocol's commands")] = True,
