@@ -386,7 +386,7 @@ def unknown_response() -> E.Script:
 
 def mismatch() -> E.Script:
     s = _open()
-    s.cc("CHANNEL COMMIT", channel_id=1, confirm_tag=9)
+    s.cc("CHANNEL ACK", channel_id=1, confirm_tag=9, message_nbr=1)
     s.sc("HANDLE REPLY", handle_id=1, confirm_tag=9, reply_code=200, reply_text="OK")
     return _closed(s)
 

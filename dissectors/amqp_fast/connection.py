@@ -113,8 +113,21 @@ class AmqpFastConnection(BaseConnection):
                 side.due -= len(piece.data)
                 msgs.data(piece.data, self.enc)
                 if side.due == 0:
-                    out.append(msgs.finish_fragment(d))
+                    # The fragment's frame waits for what follows it: a command, or proof that the
+                    # fragment was shorter or longer than its fragment-size.
+                    side.after, side.tail = "check", msgs.tail()
                 continue
+            if side.after:
+                decided, side.after, tail, side.tail = side.after, "", side.tail, b""
+                if decided == "long":
+                    out.append(msgs.finish_fragment(d, self.enc, extra=piece.data))
+                    continue
+                if decided == "short":
+                    taken = side.swallowed
+                    out.append(msgs.finish_fragment(d, self.enc, short=taken))
+                    out.append(self._command(d, tail[len(tail) - taken:] + piece.data, piece.offset - taken))
+                    continue
+                out.append(msgs.finish_fragment(d, self.enc))
             if side.initiation:
                 side.initiation = False
                 out.append(self._initiation(d, piece.data, piece.offset))
@@ -127,6 +140,7 @@ class AmqpFastConnection(BaseConnection):
     def gap(self, direction: Direction, length: int, ts: float) -> Iterable[Event]:
         side = self.side(direction)
         msgs = self.msgs(direction)
+        out = self._pending(Direction(direction))
         if side.due >= length and not len(side.queue):
             # The hole lies inside message data: the stream stays in step, only the octets are missing.
             side.due -= length
@@ -135,20 +149,30 @@ class AmqpFastConnection(BaseConnection):
             if frag is not None:
                 frag[3] += length
             if side.due == 0 and frag is not None:
-                return [msgs.finish_fragment(Direction(direction), lost=length)]
-            return ()
+                out.append(msgs.finish_fragment(Direction(direction), self.enc, lost=length))
+            return out
         side.lost(length)
         side.initiation = False
         side.due = 0
         msgs.clear()  # whatever was half-received is lost with the hole
-        return ()
+        return out
+
+    def _pending(self, d: Direction) -> list[Event]:
+        """A fragment whose frame waits for what follows it: finished as it is (a gap or the end)."""
+        side = self.side(d)
+        if side.after and self.msgs(d).frag is not None:
+            side.after, side.tail = "", b""
+            return [self.msgs(d).finish_fragment(d, self.enc)]
+        side.after, side.tail = "", b""
+        return []
 
     def end(self, ts: float) -> Iterable[Event]:
         out: list[Event] = []
         if self.foreign:
             return out
-        for d in ("c2s", "s2c"):
+        for d in (C2S, S2C):
             side = self.side(d)
+            out.extend(self._pending(d))
             out.extend(side.end(R.FRAMING_RESYNC, R.FRAMING_INCOMPLETE))
             frag = self.msgs(d).frag
             if side.due and frag is not None:
@@ -428,7 +452,7 @@ class AmqpFastConnection(BaseConnection):
         if size:
             self.side(d).due = size
         else:
-            frame_ = msgs.finish_fragment(d)
+            frame_ = msgs.finish_fragment(d, self.enc)
             frame.findings.extend(frame_.findings)
             frame.fields.extend(f for f in frame_.fields if f.name == "message")
 

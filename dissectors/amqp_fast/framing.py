@@ -34,6 +34,8 @@ _U32 = struct.Struct(">I")
 #: after it when frame-max allows more, the bound is a multiple of frame-max.
 DEFAULT_CAP = 1 << 20
 MAX_CAP = 64 << 20
+#: How far past a fragment's end the next command is looked for before the octets are given up as junk.
+LONG_SCAN = 4096
 
 
 def header(buf: memoryview | bytes, pos: int) -> tuple[int, int]:
@@ -88,14 +90,19 @@ class Side(Framer):
     """One direction: the kit's framer, the initiation that may open the client's stream, the message
     data due after a command, and the largest command believed (``cap``)."""
 
-    __slots__ = ("initiation", "due", "cap", "enc_name")
+    __slots__ = ("initiation", "due", "cap", "after", "tail", "swallowed")
 
     def __init__(self, label: str, synced: bool, client: bool) -> None:
         super().__init__(label, synced)
         self.initiation = synced and client  # the client's first two octets
         self.due = 0  # octets of message data still due in the current fragment
         self.cap = DEFAULT_CAP
-        self.enc_name = ""
+        #: After a fragment's last octet: "check" until the stream after it shows what it was, then
+        #: "ok" (a command follows), "short" (a command began ``swallowed`` octets before the
+        #: fragment's end) or "long" (octets that are no command follow it); "" otherwise.
+        self.after = ""
+        self.tail = b""  # the fragment's last octets, while "check" or "short"
+        self.swallowed = 0
 
     def measure_with(self, enc: Encoding):  # type: ignore[no-untyped-def]
         """The kit's ``measure`` for this side under encoding ``enc`` (a closure: the encoding is the
@@ -105,6 +112,10 @@ class Side(Framer):
             avail = len(buf) - pos
             if self.due:
                 return min(self.due, avail)
+            if self.after == "check":
+                verdict = self._after_fragment(buf, pos, enc)
+                if verdict is not None:
+                    return verdict
             if self.initiation:
                 # The initiation: protocol id and version. Ids 128-255 are AMQP/Fast, reserved or test
                 # protocols, letters AMQP/HTTP (§3.2.2); anything else is a command without it.
@@ -134,6 +145,71 @@ class Side(Framer):
             return hs + size
 
         return measure
+
+    def _after_fragment(self, buf: memoryview, pos: int, enc: Encoding) -> int | None:
+        """``measure`` right after a message fragment: a well-formed command should start here. If
+        none does, a fragment shorter than its fragment-size shows as a command that began inside
+        it (and ends here or later), a longer one as octets before the next well-formed command.
+        None: neither explains it, measure as usual."""
+        verdict = believable(buf, pos, enc, self.cap)
+        hs, size = header(buf, pos)
+        if verdict > 0:
+            self.after = "ok"
+            return verdict
+        if verdict == 0 and (hs == 0 or len(buf) - pos <= hs or buf[pos + hs] in BY_CODE):
+            return 0  # maybe a command: wait until it is whole
+        if hs and len(buf) - pos > hs and buf[pos + hs] in BY_CODE and len(buf) - pos >= hs + size and \
+                buf[pos + hs + size - 1] == COMMAND_END:
+            self.after = "ok"  # a command whose fields are wrong: the decoder says what
+            return None
+        found = self._straddling(buf, pos, enc)
+        if found != -1:
+            return found
+        for q in range(pos + 1, min(len(buf), pos + LONG_SCAN)):
+            if believable(buf, q, enc, self.cap) > 0:
+                hq, sq = header(buf, pos)
+                if hq and hq + sq == q - pos and buf[pos + hq] in BY_CODE:
+                    break  # the octets before it are a (malformed) command of their own
+                self.after = "long"
+                return q - pos
+        else:
+            if len(buf) - pos < LONG_SCAN:
+                return 0  # no command yet: wait for more octets
+        self.after = "ok"
+        return None
+
+    def _straddling(self, buf: memoryview, pos: int, enc: Encoding) -> int:
+        """A well-formed command that begins in the fragment's tail and ends at or after ``pos``: the
+        octets of it still to come (``swallowed`` says how many the fragment took); 0: wait; -1: none."""
+        tail = self.tail
+        t = len(tail)
+        avail = len(buf) - pos
+        pending = False
+        for p in range(t - 1, -1, -1):  # the fewest swallowed octets first
+            taken = t - p
+            hs, size = header(tail[p:p + 6] + bytes(buf[pos:pos + 6]), 0)
+            if hs == 0:
+                pending = pending or avail < 6
+                continue
+            n = hs + size
+            if size < 2 or size > self.cap or n <= taken:
+                continue
+            code = tail[p + hs] if hs < taken else (buf[pos + hs - taken] if hs - taken < avail else None)
+            if code is None:
+                pending = True
+                continue
+            if code not in BY_CODE:
+                continue
+            if n - taken > avail:
+                pending = True
+                continue
+            if buf[pos + n - taken - 1] != COMMAND_END:
+                continue
+            if believable(tail[p:] + bytes(buf[pos:pos + n - taken]), 0, enc, self.cap) == n:
+                self.after = "short"
+                self.swallowed = taken
+                return n - taken
+        return 0 if pending else -1
 
     def resync_with(self, enc: Encoding):  # type: ignore[no-untyped-def]
         """The kit's ``resync``: the next position where a wholly buffered, well-formed command starts.

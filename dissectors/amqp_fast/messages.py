@@ -33,8 +33,11 @@ FRAGMENT = "MESSAGE FRAGMENT"
 
 # meta[key] = [handle, message-nbr or None, head octets (-1: not yet decoded, -2: never: out of band),
 #              head octets buffered so far, body prefix kept, fragments, streaming, octets beyond expected,
-#              head display (body-size, mime type) or None]
-_HANDLE, _NBR, _HEADLEN, _HEADBUF, _BODY, _FRAGS, _STREAM, _OVER, _HEAD = range(9)
+#              head display (body-size, mime type) or None, octets of its fragments so far]
+_HANDLE, _NBR, _HEADLEN, _HEADBUF, _BODY, _FRAGS, _STREAM, _OVER, _HEAD, _TOTAL = range(10)
+#: Octets kept of a fragment's end, to find a command that starts inside a fragment shorter than
+#: its fragment-size.
+TAIL_KEEP = 4096
 
 
 @plain_state
@@ -48,7 +51,9 @@ class Messages:
         self.meta: dict[str, list] = {}
         #: The fragment whose octets are arriving: [key, stream offset, size, received, kept, partial,
         #: head fields (or None), first fragment of its message, findings for its frame as plain
-        #: [rule id, message, field] lists (the state stays plain data until the frame is made)]
+        #: [rule id, message, field] lists (the state stays plain data until the frame is made),
+        #: its last octets (at most TAIL_KEEP)]. Its octets are counted into the message when it is
+        #: finished, once the stream after it showed whether it really was fragment-size long.
         self.frag: list | None = None
 
     def idle(self) -> bool:
@@ -83,7 +88,7 @@ class Messages:
                                             + ("recovery set" if values.get("recovery") else "partial clear"),
                                             command=name))
             self.seq.start(key, f"{name} message", UNKNOWN, ref)
-            self.meta[key] = [handle, nbr, -1, b"", b"", 0, streaming, 0, None]
+            self.meta[key] = [handle, nbr, -1, b"", b"", 0, streaming, 0, None, 0]
         meta = self.meta[key]
         meta[_FRAGS] += 1
         return starts
@@ -99,7 +104,7 @@ class Messages:
 
     def begin(self, key: str, offset: int, size: int, partial: bool) -> None:
         first = self.meta[key][_FRAGS] == 1
-        self.frag = [key, offset, size, 0, b"", partial, None, first, []]
+        self.frag = [key, offset, size, 0, b"", partial, None, first, [], b""]
 
     # ------------------------------------------------------------------ the fragment's octets
     def data(self, chunk: bytes, enc: Encoding) -> None:
@@ -111,6 +116,7 @@ class Messages:
         frag[3] = at + len(chunk)
         if len(frag[4]) < FRAGMENT_KEEP:
             frag[4] += chunk[:FRAGMENT_KEEP - len(frag[4])]
+        frag[9] = (frag[9] + chunk)[-TAIL_KEEP:]
         meta = self.meta.get(key)
         if meta is None:
             return
@@ -125,7 +131,6 @@ class Messages:
                     meta[_HEADBUF] = b""
                     noted.append([R.MESSAGE_SIZE.id, f"the message head on {key} does not end within "
                                                      f"{HEAD_LIMIT} octets", None])
-                self._count(key, meta, len(chunk))
                 return
             fields, used = head
             buffered = meta[_HEADBUF]
@@ -149,27 +154,39 @@ class Messages:
             if values.get("priority", 0) > 9:
                 noted.append([R.PRIORITY.id, f"message priority {values['priority']} (0-9)", "priority"])
             body = buffered[used:]
-            self._count(key, meta, len(chunk))
-        else:
-            self._count(key, meta, len(chunk))
         if body and len(meta[_BODY]) < BODY_KEEP:
             meta[_BODY] += body[:BODY_KEEP - len(meta[_BODY])]
 
     def _count(self, key: str, meta: list, n: int) -> None:
+        meta[_TOTAL] += n
         entry, _done = self.seq.add(key, n)
         if entry is None:
             meta[_OVER] += n  # beyond the size the head announced
 
-    def done(self) -> bool:
-        frag = self.frag
-        return frag is not None and frag[3] >= frag[2]
+    def tail(self) -> bytes:
+        return self.frag[9] if self.frag is not None else b""
 
-    def finish_fragment(self, d: Direction, lost: int = 0) -> Frame:
-        """The fragment's last octet arrived: its frame (and the message's, when it was the last)."""
+    def finish_fragment(self, d: Direction, enc: Encoding, lost: int = 0, short: int = 0,
+                        extra: bytes = b"") -> Frame:
+        """The fragment's octets are all here: its frame (and the message's, when it was the last).
+        ``short``: the fragment really ended that many octets before its fragment-size (a command
+        starts there); ``extra``: octets that are no command followed it, and belong to it."""
         frag = self.frag
         assert frag is not None
+        if extra:
+            self.data(extra, enc)
         self.frag = None
-        key, offset, size, received, kept, partial, head, _first, noted = frag
+        key, offset, size, received, kept, partial, head, _first, noted, _tail = frag
+        announced = size
+        size = size - short + len(extra)
+        kept = kept[:size]
+        meta = self.meta.get(key)
+        if meta is not None:
+            if short and meta[_HEADLEN] >= 0:
+                # The octets of the next command are no body: forget those kept.
+                body_len = meta[_TOTAL] + announced - meta[_HEADLEN] - short
+                meta[_BODY] = meta[_BODY][:max(body_len, 0)]
+            self._count(key, meta, size)
         fields: list[Field] = [Field("fragment", kept, 0, size,
                                      f"{size} octets" + (f", the first {len(kept)} shown" if len(kept) < size else ""))]
         if head is not None:
@@ -183,6 +200,12 @@ class Messages:
             info += f" ({lost} octets lost)"
         frame = Frame(d, offset, size, FRAGMENT, None, info, fields)
         frame.findings.extend(_BY_ID[rid](text, command=FRAGMENT, field=field) for rid, text, field in noted)
+        if short:
+            frame.findings.append(R.FRAGMENT_SHORT(f"fragment-size is {announced} but a command starts after {size} "
+                                                   f"octets", command=FRAGMENT))
+        if extra:
+            frame.findings.append(R.FRAGMENT_LONG(f"fragment-size is {announced} but {len(extra)} more octets that "
+                                                  f"are no command follow before the next command", command=FRAGMENT))
         frame.data = kept
         if meta is not None and not partial:
             self._finish(key, frame, frame.findings)
