@@ -227,7 +227,12 @@ def _locate(analyzer: Analyzer) -> Callable[[int], tuple[str | None, int]]:
 def _compile_filter(text: str | None, analyzer: Analyzer) -> DisplayFilter | None:
     if text is None:
         return None
-    names = [f.name for d in analyzer.dissectors.values() for f in d.fields()]
+    names: list[str] = []
+    for d in analyzer.dissectors.values():
+        try:
+            names += [f.name for f in d.fields()]
+        except Exception as exc:  # a broken plugin's catalogue: its fields cannot be filtered on
+            print(f"streamproto: {d.name}: no field catalogue ({type(exc).__name__}: {exc})", file=sys.stderr)
 
     def flow_protocol(flow: int | None) -> str | None:
         info = analyzer.flow(flow)
@@ -783,4 +788,5 @@ def main() -> None:
 from analyzer.check_cli import register  # noqa: E402, I001
 register(app)
 from analyzer.pipeline_cli import register as register_pipeline  # noqa: E402
+
 register_pipeline(app)
