@@ -8,7 +8,8 @@ Formats (iggy.md 4.1, 5.1-5.3, 5.5, 9.6):
 * Z1/Z2/C: SendMessages is ``metadata_length u32``, stream, topic, partitioning,
   ``messages_count u32``, a 16-byte index entry per message, then the frames. A frame is a 56-byte
   (Z1, Z2) or 64-byte (C: 8 reserved bytes) header, the payload, then the user headers. Its
-  checksum u64 covers frame[8:]: CRC32 in Z1, XXH3-64 from Z2 on. Clients send 0 (not checked).
+  checksum u64 covers frame[8:]: CRC32 in Z1, XXH3-64 from Z2 on. Clients send 0, which is not a
+  mismatch; a non-zero one from a client is checked like a server's.
 * V: SendMessages is ``metadata_length u32``, stream, topic, partitioning, ``messages_count u32``,
   then one batch: a 256-byte batch header and frames with 48-byte headers. The caller passes the
   request BODY (the bytes after the 256-byte consensus header) as ``buf[start:end]``; for a poll
@@ -27,6 +28,10 @@ Each message is a Field named ``[i]`` (value = its id) with children such as ``i
 the same shape the encoders (:func:`encode_send_messages`, :func:`encode_polled`, ...) take:
 ``{"id", "payload", "headers": [{"key", "kind", "value"(, "key_kind")}], "offset", "timestamp",
 "origin_timestamp", "state"}``.
+
+Z1/Z2/C/V messages are :class:`MessageField` objects whose children are built on first access;
+everything that can be wrong with a message is found when it is decoded, so ``Decoded.problems``
+is complete without looking at the trees.
 
 Nothing here allocates from a wire count or length: every loop stops when the bytes do.
 """
