@@ -24,7 +24,8 @@ Dialects (``Frame.dialect``), as named in iggy.md section 0, and how they are to
   and an index table (L vs Z/C), and message headers of 56 (Z1, Z2) or 64 bytes (C); polled
   messages do the same, and their checksums tell CRC32 (Z1) from XXH3-64 (Z2 on). The SDK version
   in LOGIN_USER (``0.7.0`` Z1, ``0.8.0`` Z2, ``0.9``/``0.10`` C, up to ``0.6`` L1) decides while the
-  bytes do not. A frame is decoded with, and labelled by, the most likely dialect at the time.
+  bytes do not. A frame is decoded with the most likely dialect at the time, and labelled with it
+  once anything in the bytes has pointed at one (the PINGs a client opens with carry no dialect).
 
 Options: ``-o iggy.dialect=NAME`` (or ``--dialect iggy=NAME``) fixes the dialect, for a capture
 that starts mid-stream or holds too little to tell; ``auto`` (the default) detects it.

@@ -9,8 +9,8 @@ request number (``Correlator.by_id()``). The login is a transition table (:mod:`
 The dialect: V from its framing; otherwise every classic dialect starts as a candidate and a
 request or response that one candidate's layout cannot decode (and another's can) removes it
 (:meth:`IggyConnection._narrow`); LOGIN_USER's SDK version puts the dialect it implies first. Each
-frame is decoded with, and labelled by, the first remaining candidate. ``--dialect iggy=NAME``
-fixes the dialect. All state is plain data: ``snapshot()`` / ``IggyDissector.resume``.
+frame is decoded with the first remaining candidate, and labelled with it once the bytes have said
+anything about the dialect. ``--dialect iggy=NAME`` fixes the dialect. All state is plain data: ``snapshot()`` / ``IggyDissector.resume``.
 """
 
 from __future__ import annotations
@@ -61,8 +61,8 @@ FLAGGED = 1
 
 @plain_state
 class IggyConnection(Connection):
-    __slots__ = ("midstream", "forced", "dialect", "cands", "framing", "pending", "framer_c2s", "framer_s2c",
-                 "pairs", "login", "lossy", "client_version")
+    __slots__ = ("midstream", "forced", "dialect", "cands", "evidence", "framing", "pending", "framer_c2s",
+                 "framer_s2c", "pairs", "login", "lossy", "client_version")
 
     def __init__(self, midstream: bool, forced: str | None = None) -> None:
         self.midstream = midstream
@@ -70,7 +70,11 @@ class IggyConnection(Connection):
         self.forced = forced
         #: Classic dialects still possible, the preferred first (V: ["V"]).
         self.cands: list[str] = [forced] if forced else list(CLASSIC)
+        #: The dialect frames are labelled with: None while nothing in the bytes has pointed at one
+        #: (the preferred candidate still decodes them).
         self.dialect: str | None = forced
+        #: Whether the bytes (or the user) have said anything about the dialect yet.
+        self.evidence = forced is not None
         #: None until the first bytes tell classic from V framing.
         self.framing: str | None = None if forced is None else (VSR if forced == "V" else REQUEST)
         #: Bytes held per direction while the framing is undecided: [direction, bytes, ts] items.
@@ -93,6 +97,7 @@ class IggyConnection(Connection):
             self.framing = VSR
             self.cands = ["V"]
             self.dialect = "V"
+            self.evidence = True
             self.framer_c2s = IggyFramer("c2s", VSR, synced)
             self.framer_s2c = IggyFramer("s2c", VSR, synced)
             self.pairs = Correlator.by_id()
@@ -231,21 +236,28 @@ class IggyConnection(Connection):
             good = [c for c in cands if c in results and results[c].fits()]
             if good and len(good) < len(cands):
                 self.cands = cands = good
+                self.evidence = True
             if cmd.code == 38:
                 self._prefer_sdk(results.get(cands[0]))
                 cands = self.cands
-            self.dialect = cands[0]
+            self._label()
             return results.get(cands[0]) or payloads.request(cmd, cands[0], data, start)
-        self.dialect = cands[0]
+        self.evidence = True
+        self._label()
         return payloads.request(cmd, cands[0], data, start)
+
+    def _label(self) -> None:
+        self.dialect = self.cands[0] if self.evidence else None
 
     def _prefer_sdk(self, decoded: Decoded | None) -> None:
         """LOGIN_USER names the SDK version, which implies a dialect: prefer it among the candidates."""
         if decoded is None or self.forced:
             return
         version = next((f.value for f in decoded.fields if f.name == "version"), None)
-        if isinstance(version, str):
-            self.cands = order(self.cands, from_sdk_version(version))
+        preferred = from_sdk_version(version) if isinstance(version, str) else None
+        if preferred in self.cands:
+            self.cands = order(self.cands, preferred)
+            self.evidence = True
 
     def _request_frame(self, frame: Frame, cmd: Command, decoded: payloads.Request) -> None:
         """Fill in a request frame from its decoded payload: fields, findings, Info."""
@@ -344,7 +356,8 @@ class IggyConnection(Connection):
             good = [c for c in cands if not results[c].problems]
             if good and len(good) < len(cands):
                 self.cands = cands = good
-            self.dialect = cands[0]
+                self.evidence = True
+            self._label()
             return results[cands[0]]
         return payloads.response(code, cands[0], data, start)
 
