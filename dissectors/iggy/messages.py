@@ -18,9 +18,11 @@ Formats (iggy.md 4.1, 5.1-5.3, 5.5, 9.6):
   frame[8:]. The batch checksum is XXH3-64 of partition_id, base_offset, base_timestamp,
   origin_timestamp, batch_length (u64 each), message_count (u32), then every frame's stored 8
   checksum bytes; iggy.md does not give this range, it was read from the Apache Iggy sources
-  (core/binary_protocol/src/batch.rs), as was ``batch_length`` = 256 + frames.
+  (core/binary_protocol/src/batch.rs), as was ``batch_length`` = 256 + frames. The batches
+  apache-iggy 0.9.0 sends verify.
 * User headers: legacy pairs (``key_len u32``, UTF-8 key, ``kind u8``, ``len u32``, value) in
-  L0-Z2; typed keys (``key_kind u8`` first) in C and, by assumption (the spec does not say), V.
+  L0-Z2; typed keys (``key_kind u8`` first) in C and V (the spec does not say for V; the headers
+  apache-iggy 0.9.0 sends in captures/iggy decode this way).
 
 Each message is a Field named ``[i]`` (value = its id) with children such as ``id``, ``offset``,
 ``checksum`` (display "verified" or the mismatch), ``payload`` (bytes) and ``headers`` (pairs
