@@ -242,3 +242,15 @@ def test_renders_in_headless_chromium(tmp_path):
     text = parse(dom).plain()
     for f in (f for c in doc["captures"] for f in c["findings"]):
         assert norm(f["message"]) in text
+
+
+def test_conversation_table_is_bounded_and_keeps_those_with_findings(tmp_path, monkeypatch):
+    import analyzer.reports.html as report_html
+
+    monkeypatch.setattr(report_html, "CONVERSATION_ROWS", 2)
+    html, doc = report(tmp_path, ROOT / "captures" / "rabbitmq_stream" / "rstream_consume.pcap")
+    with_findings = sorted({f["flow"] for f in doc["captures"][0]["findings"]})
+    assert with_findings == [3, 4]
+    table = html.split("<h3>Conversations</h3>", 1)[1].split("</table>", 1)[0]
+    assert re.findall(r'<tr><td class="n">(\d+)</td>', table) == ["3", "4"]
+    assert "2 more conversations without findings are in the JSON report" in parse(html).plain()

@@ -16,6 +16,8 @@ from analyzer.reports.summary import plural
 
 #: Rows of the findings table (every finding up to this; the JSON, JUnit and SARIF reports have all).
 FINDING_ROWS = 20_000
+#: Rows of a capture's conversations table (those with findings first; the JSON report has all).
+CONVERSATION_ROWS = 1_000
 #: A capture with at most this many conversations shows every ladder open.
 OPEN_LADDERS = 4
 
@@ -163,12 +165,18 @@ def _capture(c: CaptureResult) -> str:
                             _latency_rows(c), {3, 4, 5, 6, 7})
                    + svg.latency_histogram([s for v in c.latencies.values() for s in v]))
     if c.conversations:
+        shown = [v for v in c.conversations if v.findings][:CONVERSATION_ROWS]
+        shown += [v for v in c.conversations if not v.findings][:CONVERSATION_ROWS - len(shown)]
+        shown.sort(key=lambda v: v.info.id)
         rows = [[str(v.info.id), escape(fmt_endpoint(v.info.client)), escape(fmt_endpoint(v.info.server)),
                  escape(v.info.protocol or "undecoded"), f"{v.info.frames:,}",
                  f"{v.info.bytes_c2s + v.info.bytes_s2c:,}", str(len(v.findings)),
-                 f'<span class="mono">{escape(v.info.community_id)}</span>'] for v in c.conversations]
+                 f'<span class="mono">{escape(v.info.community_id)}</span>'] for v in shown]
         out.append("<h3>Conversations</h3>" + _table(["flow", "client", "server", "protocol", "frames", "bytes",
                                                       "findings", "community id"], rows, {0, 4, 5, 6}))
+        if len(shown) < len(c.conversations):
+            out.append(f'<p class="muted">{len(c.conversations) - len(shown):,} more conversations without '
+                       f"findings are in the JSON report (--json).</p>")
         laddered = [v for v in c.conversations if v.arrows is not None or v.info.protocol is None]
         if len(c.conversations) > c.ladder_limit:
             out.append(f'<p class="muted">Ladder diagrams for the first {c.ladder_limit} conversations; the '
