@@ -60,6 +60,8 @@ class _OneLineErrors(TyperGroup):
             sys.exit(0)
         except click.ClickException as exc:
             message = exc.format_message()
+            if "'-f'" in message:  # tshark and tcpdump habits: -f is a capture filter there
+                message += "; the output format is -T FORMAT (or --format)"
             if isinstance(exc, click.UsageError) and exc.ctx is not None:
                 message += f" (see `{exc.ctx.command_path} --help`)"
             print(f"streamproto: {message}", file=sys.stderr)
