@@ -173,7 +173,23 @@ class Analyzer:
         events = self._run(packets, final)
         return self._capture_files.localise(events, lambda: self.packets) if self.multi_file else events
 
-    def _run(self, packets: Iterable[RawPacket], final: bool) -> Iterator[Event]:
+    def feed(self, packets: Iterable[RawPacket]) -> Iterator[Event]:
+        """Packets of a capture that is still going on (a live capture, batch by batch): unlike
+        ``run(..., final=False)`` nothing is suspended for a checkpoint; call :meth:`advance` when
+        time passes without packets and :meth:`finish` at the end."""
+        return self._run(packets, None)
+
+    def advance(self, now: float) -> Iterator[Event]:
+        """Capture time reached ``now`` without a packet (a live capture's clock): what the due
+        wake-ups make (heartbeat silence, unanswered requests, idle expiry), as a packet at that
+        time would have made them."""
+        if now > self.last_ts and self.first_ts is not None:
+            self.last_ts = now
+        if self._heap and self._heap[0][0] <= now:
+            yield from self._timers(now)
+        yield from self._pop_startup_errors()
+
+    def _run(self, packets: Iterable[RawPacket], final: bool | None) -> Iterator[Event]:
         linkdec = self.linkdec
         decode = linkdec.decode
         fastmap = self._fast
@@ -257,7 +273,8 @@ class Analyzer:
             yield from self.finish()
         else:
             yield from self._pop_startup_errors()
-            yield from self._suspend()
+            if final is not None:  # None: fed by feed(), the capture goes on as it is
+                yield from self._suspend()
 
     def _fast_segment(self, side: Side, seq: int, ack: int, flags: int, payload: bytes, number: int,
                       ts: float) -> Iterable[Event] | None:
