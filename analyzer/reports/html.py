@@ -42,7 +42,8 @@ svg .lane{font-weight:700;text-anchor:middle}svg .proto{text-anchor:middle;fill:
 svg .hdr{fill:#667}svg .lanel{stroke:#9aa5b1;stroke-width:2}svg .lbl{text-anchor:middle}
 svg .pkt{fill:#445}svg .ts{fill:#778}svg .gap line{stroke:#9aa5b1}svg .gap text{text-anchor:middle;fill:#667}
 svg .axis{stroke:#889}svg .tick{font-size:11px;fill:#556}svg text.note{font-weight:600}
-.scroll{overflow-x:auto}
+.scroll{overflow-x:auto}td.conv{white-space:nowrap}
+tr.cap th{padding-top:10px;color:#1d2125;font-family:ui-monospace,"DejaVu Sans Mono",Menlo,monospace;font-size:12px}
 """
 
 
@@ -75,21 +76,26 @@ def _conv_text(c: CaptureResult, f: Finding) -> str:
 
 
 def _findings(result: CheckResult) -> str:
-    rows = []
+    """Every finding, worst first, under a row naming its capture."""
+    body = []
+    shown = 0
     for c in result.captures:
-        for f in sorted(c.findings, key=lambda f: -f.severity.rank):
-            if len(rows) >= FINDING_ROWS:
-                break
-            rows.append([_sev(str(f.severity)), f"<code>{escape(f.id)}</code>", escape(c.path),
-                         str(f.frame) if f.frame is not None else "–", _conv_text(c, f), escape(f.message)])
-    total = sum(len(c.findings) for c in result.captures)
-    more = (f'<p class="muted">{total - len(rows):,} more findings are in the JSON, JUnit and SARIF reports.</p>'
-            if total > len(rows) else "")
-    if not rows:
+        if not c.findings or shown >= FINDING_ROWS:
+            continue
+        body.append(f'<tr class="cap"><th colspan="5">{escape(c.path)}</th></tr>')
+        for f in sorted(c.findings, key=lambda f: -f.severity.rank)[:FINDING_ROWS - shown]:
+            shown += 1
+            body.append(f"<tr><td>{_sev(str(f.severity))}</td><td><code>{escape(f.id)}</code></td>"
+                        f'<td class="n">{f.frame if f.frame is not None else "–"}</td>'
+                        f'<td class="conv">{_conv_text(c, f)}</td><td>{escape(f.message)}</td></tr>')
+    if not shown:
         return '<section id="findings"><h2>Findings</h2><p>No findings.</p></section>'
-    return ('<section id="findings"><h2>Findings</h2>'
-            + _table(["severity", "rule", "capture", "packet", "conversation", "message"], rows, {3})
-            + more + "</section>")
+    total = sum(len(c.findings) for c in result.captures)
+    more = (f'<p class="muted">{total - shown:,} more findings are in the JSON, JUnit and SARIF reports.</p>'
+            if total > shown else "")
+    head = "".join(f"<th>{h}</th>" for h in ("severity", "rule", "packet", "conversation", "message"))
+    return (f'<section id="findings"><h2>Findings</h2><table class="findings"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{''.join(body)}</tbody></table>{more}</section>")
 
 
 def _summary(result: CheckResult) -> str:
