@@ -782,3 +782,41 @@ def test_v_send_messages_reply_confirmations():
     assert decode(101, "V", struct.pack("<I", 0)).problems == []
     assert kinds(decode(101, "V", struct.pack("<I", 2) + struct.pack("<IIIQ", 0, 0, 1, 40)).problems) == ["size"]
     assert kinds(decode(101, "C", body).problems) == ["size"]  # classic SEND_MESSAGES answers nothing
+
+
+def _header_strategy():
+    ints = {4: 8, 5: 16, 6: 32, 7: 64, 8: 128}
+    uints = {9: 8, 10: 16, 11: 32, 12: 64, 13: 128}
+    values = [st.tuples(st.just(1), st.binary(min_size=1, max_size=40)),
+              st.tuples(st.just(2), st.text(min_size=1, max_size=20)),
+              st.tuples(st.just(3), st.booleans()),
+              st.tuples(st.just(14), st.floats(width=32, allow_nan=False)),
+              st.tuples(st.just(15), st.floats(allow_nan=False))]
+    values += [st.tuples(st.just(k), st.integers(-(1 << (b - 1)), (1 << (b - 1)) - 1)) for k, b in ints.items()]
+    values += [st.tuples(st.just(k), st.integers(0, (1 << b) - 1)) for k, b in uints.items()]
+    return st.builds(lambda key, kv: {"key": key, "kind": kv[0], "value": kv[1]},
+                     st.text(min_size=1, max_size=12), st.one_of(values))
+
+
+MESSAGE_LISTS = st.lists(st.builds(lambda mid, payload, headers, delta: {
+    "id": mid, "payload": payload, "headers": headers, "origin_timestamp": 1_700_000_000_000_000 + delta},
+    st.integers(0, (1 << 128) - 1), st.binary(min_size=1, max_size=200), st.lists(_header_strategy(), max_size=4),
+    st.integers(0, 1 << 31)), min_size=1, max_size=6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(DIALECTS), MESSAGE_LISTS)
+def test_random_messages_round_trip_in_every_dialect(dialect, msgs):
+    for i, m in enumerate(msgs):
+        m["offset"] = 100 + i
+    want = [(m["id"], m["payload"], _plain_headers(m)) for m in msgs]
+    data = M.encode_send_messages(dialect, 3, "s", msgs)
+    r = M.decode_send_messages(dialect, data, 0, len(data))
+    assert r.problems == []
+    assert [(m["id"], m["payload"], _plain_headers(m)) for m in M.messages_of(r.fields)] == want
+    data = M.encode_polled(dialect, msgs)
+    r = M.decode_polled(dialect, data, 0, len(data))
+    assert r.problems == []
+    got = M.messages_of(r.fields)
+    assert [(m["id"], m["payload"], _plain_headers(m)) for m in got] == want
+    assert [m["offset"] for m in got] == [m["offset"] for m in msgs]
