@@ -38,7 +38,7 @@ from typing import Any
 from analyzer.api import CommandDoc, Connection, Dissector, Option, Rule, Sniff
 from dissectors.amqp_fast.commands import COMMANDS, MESSAGE_HEAD, PROTOCOL_ID, PROTOCOL_VERSION, describe
 from dissectors.amqp_fast.connection import AmqpFastConnection, encoding
-from dissectors.amqp_fast.framing import DEFAULT_CAP, believable
+from dissectors.amqp_fast.framing import DEFAULT_CAP, believable, header
 from dissectors.amqp_fast.machines import MACHINES
 from dissectors.amqp_fast.rules import ALL_RULES
 from dissectors.kit import state as kit_state
@@ -59,21 +59,28 @@ class AmqpFastDissector(Dissector):
     default_ports = (3018,)
     options = OPTIONS
 
-    def _settings(self) -> dict[str, str]:
+    def chosen(self) -> dict[str, str]:
         return {o.name: self.setting(o.name) for o in OPTIONS}
 
     def sniff(self, data: bytes) -> Sniff:
         """The client's initiation (128 1), alone or followed by a well-formed command; or the server's
         first CONNECTION CHALLENGE, whole and well-formed. Anything else (HTTP, TLS, random octets) is
         not AMQP/Fast."""
-        enc = encoding(self._settings())
+        enc = encoding(self.chosen())
         if len(data) >= 2 and data[0] == PROTOCOL_ID and data[1] == PROTOCOL_VERSION:
             if len(data) == 2:
                 return Sniff(0.6, True)
             verdict = believable(data, 2, enc, DEFAULT_CAP)
             if verdict > 0 and data[4 if data[2:4] != b"\xff\xff" else 8] == 11:  # CONNECTION RESPONSE
                 return Sniff(0.95, True)
-            return Sniff(0.6 if verdict == 0 else 0.0, True)
+            if verdict == 0:
+                # Not whole yet: it must still look like the CONNECTION RESPONSE (type 11, at most
+                # 4096 octets) that follows the initiation.
+                hs, size = header(data, 2)
+                if hs and (size > 4096 or (len(data) > 2 + hs and data[2 + hs] != 11)):
+                    return Sniff(0.0)
+                return Sniff(0.6, True)
+            return Sniff(0.0)
         if len(data) >= 6 and believable(data, 0, enc, 4096) > 0:
             hs = 6 if data[:2] == b"\xff\xff" else 2
             if data[hs] == 10 and data[hs + 1] == PROTOCOL_VERSION:  # CONNECTION CHALLENGE v1
@@ -81,7 +88,7 @@ class AmqpFastDissector(Dissector):
         return Sniff(0.0)
 
     def connection(self, midstream: bool) -> Connection:
-        return AmqpFastConnection(midstream, self._settings())
+        return AmqpFastConnection(midstream, self.chosen())
 
     def resume(self, state: dict[str, Any]) -> Connection:
         conn = kit_state.resume(state)

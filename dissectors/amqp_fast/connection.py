@@ -145,11 +145,9 @@ class AmqpFastConnection(BaseConnection):
             # The hole lies inside message data: the stream stays in step, only the octets are missing.
             side.due -= length
             side.queue.skip(length)
-            frag = msgs.frag
-            if frag is not None:
-                frag[3] += length
-            if side.due == 0 and frag is not None:
-                out.append(msgs.finish_fragment(Direction(direction), self.enc, lost=length))
+            msgs.lost(length)
+            if side.due == 0 and msgs.frag is not None:
+                out.append(msgs.finish_fragment(Direction(direction), self.enc))
             return out
         side.lost(length)
         side.initiation = False
@@ -307,7 +305,8 @@ class AmqpFastConnection(BaseConnection):
     def _step_channel(self, d: str, ch: int, event: str, frame: Frame, what: str) -> str:
         rec = self.chans.get(ch)
         if rec is None:
-            rec = [LIVE if self.midstream else NEW, False, False]
+            # Joined mid-stream: a channel first seen opening is new, any other was open already.
+            rec = [LIVE if self.midstream and event != "CHANNEL OPEN" else NEW, False, False]
             if len(self.chans) >= TABLE_LIMIT and not self._forget(self.chans, "channels", frame):
                 return rec[0]
             self.chans[ch] = rec
@@ -365,7 +364,7 @@ class AmqpFastConnection(BaseConnection):
                 findings.append(R.SERVICE_TYPE(f"service type {service}", command=name, field="service_type"))
         rec = self.handles.get(h)
         if rec is None:
-            rec = [LIVE if self.midstream else NEW, None, False, self.midstream]
+            rec = [LIVE if self.midstream and name != "HANDLE OPEN" else NEW, None, False, self.midstream]
             if len(self.handles) >= TABLE_LIMIT and not self._forget(self.handles, "handles", frame):
                 return
             self.handles[h] = rec
@@ -477,7 +476,7 @@ class AmqpFastConnection(BaseConnection):
                 entry = self.corr.response(d, other)
                 frame.findings.append(R.MISMATCH(f"{cmd.name} confirm-tag {tag} confirms {entry[0]}, which a "
                                                  f"{other[0].upper()} REPLY confirms", command=cmd.name))
-            elif not self.corr.forgot(_OTHER[d]):
+            elif not self.corr.forgot(_OTHER[d]) and not self.midstream:
                 frame.findings.append(R.UNKNOWN_RESPONSE(f"{cmd.name} confirm-tag {tag} confirms no outstanding "
                                                          f"command", command=cmd.name))
                 return

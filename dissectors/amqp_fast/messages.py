@@ -52,8 +52,9 @@ class Messages:
         #: The fragment whose octets are arriving: [key, stream offset, size, received, kept, partial,
         #: head fields (or None), first fragment of its message, findings for its frame as plain
         #: [rule id, message, field] lists (the state stays plain data until the frame is made),
-        #: its last octets (at most TAIL_KEEP)]. Its octets are counted into the message when it is
-        #: finished, once the stream after it showed whether it really was fragment-size long.
+        #: its last octets (at most TAIL_KEEP), octets of it a capture gap lost]. Its octets are
+        #: counted into the message when it is finished, once the stream after it showed whether it
+        #: really was fragment-size long.
         self.frag: list | None = None
 
     def idle(self) -> bool:
@@ -104,7 +105,7 @@ class Messages:
 
     def begin(self, key: str, offset: int, size: int, partial: bool) -> None:
         first = self.meta[key][_FRAGS] == 1
-        self.frag = [key, offset, size, 0, b"", partial, None, first, [], b""]
+        self.frag = [key, offset, size, 0, b"", partial, None, first, [], b"", 0]
 
     # ------------------------------------------------------------------ the fragment's octets
     def data(self, chunk: bytes, enc: Encoding) -> None:
@@ -163,11 +164,17 @@ class Messages:
         if entry is None:
             meta[_OVER] += n  # beyond the size the head announced
 
+    def lost(self, n: int) -> None:
+        """A capture gap of ``n`` octets inside the fragment's data."""
+        frag = self.frag
+        if frag is not None:
+            frag[3] += n
+            frag[10] += n
+
     def tail(self) -> bytes:
         return self.frag[9] if self.frag is not None else b""
 
-    def finish_fragment(self, d: Direction, enc: Encoding, lost: int = 0, short: int = 0,
-                        extra: bytes = b"") -> Frame:
+    def finish_fragment(self, d: Direction, enc: Encoding, short: int = 0, extra: bytes = b"") -> Frame:
         """The fragment's octets are all here: its frame (and the message's, when it was the last).
         ``short``: the fragment really ended that many octets before its fragment-size (a command
         starts there); ``extra``: octets that are no command followed it, and belong to it."""
@@ -176,7 +183,7 @@ class Messages:
         if extra:
             self.data(extra, enc)
         self.frag = None
-        key, offset, size, received, kept, partial, head, _first, noted, _tail = frag
+        key, offset, size, _received, kept, partial, head, _first, noted, _tail, lost = frag
         announced = size
         size = size - short + len(extra)
         kept = kept[:size]

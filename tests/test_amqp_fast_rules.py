@@ -1,0 +1,185 @@
+"""Every AMQP/Fast rule fires exactly where intended (on its own capture) and nowhere on the clean
+conversations: fed whole, one byte at a time, in odd pieces, and through the engine from the
+bundled capture files, also when those are cut into several files."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import random
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from analyzer.api import Direction, Finding, Frame
+from analyzer.capture import read_packets
+from analyzer.engine import Analyzer, analyze_file
+from analyzer.jsonout import finding_json, frame_json
+from analyzer.pcapwrite import write_packets
+from dissectors.amqp_fast import AmqpFastDissector, connection
+from dissectors.amqp_fast import encode as E
+from dissectors.amqp_fast.rules import ALL_RULES
+
+ROOT = Path(__file__).resolve().parent.parent
+CAPS = ROOT / "captures" / "amqp_fast"
+
+
+def _load() -> ModuleType:
+    # captures/ is a folder of scripts, not a package: load the generator from its file.
+    spec = importlib.util.spec_from_file_location("amqp_fast_make_captures", CAPS / "make_captures.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+MK = _load()
+
+
+def session_steps() -> list[tuple[Direction, bytes]]:
+    return [(d, data) for d, data, _ in MK.session().steps]
+
+
+Found = tuple[str, str | None]  # (rule id without the protocol, command of the frame carrying it)
+
+
+def run(script: E.Script, split: int = 0, dissector: AmqpFastDissector | None = None) -> list[Found]:
+    conn = (dissector or AmqpFastDissector()).connection(False)
+    found: list[Found] = []
+
+    def take(events: list) -> None:
+        for ev in events:
+            if isinstance(ev, Frame):
+                found.extend((f.id.removeprefix("amqp_fast."), ev.command) for f in ev.findings)
+            else:
+                found.append((ev.id.removeprefix("amqp_fast."), None))
+
+    for d, data, ts in script.steps:
+        chunks = [data[i:i + split] for i in range(0, len(data), split)] if split else [data]
+        for chunk in chunks:
+            take(list(conn.feed(d, chunk, ts)))
+    take(list(conn.end(script.ts + 1)))
+    return sorted(found, key=str)
+
+
+@pytest.mark.parametrize("name", list(MK.RULES))
+@pytest.mark.parametrize("split", [0, 1, 5])
+def test_each_rule_fires_exactly_where_intended(name: str, split: int) -> None:
+    make, expected = MK.RULES[name]
+    assert run(make(), split) == sorted(expected, key=str)
+
+
+@pytest.mark.parametrize("split", [0, 1, 3, 1448])
+def test_clean_conversations_raise_nothing(split: int) -> None:
+    assert run(MK.session(), split) == []
+    assert run(MK.rfc_example(), split) == [("reply.error", "CONNECTION CLOSE")]
+
+
+def test_every_rule_has_its_capture() -> None:
+    covered = {rule for _make, expected in MK.RULES.values() for rule, _ in expected}
+    ids = {r.id.removeprefix("amqp_fast.") for r in ALL_RULES}
+    # The bound on the channel and handle tables has its own test below (65,536 channels).
+    assert ids - covered == {"limit.exceeded"}
+    assert covered <= ids
+
+
+def test_bundled_captures_are_what_the_generator_builds(tmp_path: Path) -> None:
+    for path in MK.build(tmp_path):
+        rel = path.relative_to(tmp_path)
+        assert (CAPS / rel).read_bytes() == path.read_bytes(), rel
+    bundled = {p.relative_to(CAPS) for p in CAPS.rglob("*.pcap")}
+    assert bundled == {p.relative_to(tmp_path) for p in tmp_path.rglob("*.pcap")}
+
+
+def _engine_findings(paths: list[str]) -> list[Found]:
+    events = list(Analyzer().run_files(paths, per_file=False)) if len(paths) > 1 else \
+        list(analyze_file(paths[0]))
+    out: list[Found] = []
+    for ev in events:
+        if isinstance(ev, Frame):
+            assert ev.protocol == "amqp_fast"
+            out.extend((f.id.removeprefix("amqp_fast."), ev.command) for f in ev.findings)
+        else:
+            out.append((ev.id.removeprefix("amqp_fast."), None))
+    return sorted(out, key=str)
+
+
+@pytest.mark.parametrize("name", list(MK.RULES))
+def test_rule_captures_through_the_engine(name: str) -> None:
+    assert _engine_findings([str(CAPS / "rules" / f"{name}.pcap")]) == sorted(MK.RULES[name][1], key=str)
+
+
+def _split(path: Path, parts: int, tmp: Path, seed: str) -> list[str]:
+    packets = list(read_packets(str(path)))
+    rng = random.Random(seed)
+    cuts = sorted(rng.sample(range(1, len(packets)), parts - 1))
+    bounds = [0, *cuts, len(packets)]
+    out = []
+    for i, (a, b) in enumerate(zip(bounds, bounds[1:], strict=False)):
+        p = tmp / f"part{i:02d}.pcap"
+        write_packets(str(p), packets[a:b], "ethernet")
+        out.append(str(p))
+    return out
+
+
+@pytest.mark.parametrize("name", ["amqp_fast_session", "rules/fragment_short", "rules/fragment_long",
+                                  "rules/message_interleaved", "rules/framing_incomplete", "rules/content_incomplete"])
+@pytest.mark.parametrize("parts", [2, 5])
+def test_cut_into_several_files_gives_the_same_frames_and_findings(tmp_path: Path, name: str, parts: int) -> None:
+    path = CAPS / f"{name}.pcap"
+
+    def normal(events: list) -> list[str]:
+        return [json.dumps(frame_json(e) if isinstance(e, Frame) else finding_json(e), sort_keys=True, default=str)
+                for e in events]
+
+    whole = normal(list(Analyzer().run(read_packets(str(path)))))
+    paths = _split(path, parts, tmp_path, f"{name}/{parts}")
+    assert normal(list(Analyzer().run_files(paths, per_file=False))) == whole
+
+
+def test_table_limit_forgets_closed_channels(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(connection, "TABLE_LIMIT", 8)
+    s = E.Script().negotiate()
+    for ch in range(1, 13):
+        s.open_channel(ch).cc("CHANNEL CLOSE", channel_id=ch, reply_code=200, reply_text="Ok")
+        s.sc("CHANNEL CLOSE", channel_id=ch, reply_code=200, reply_text="Ok")
+    assert run(s) == [("limit.exceeded", "CHANNEL OPEN")]
+    conn = AmqpFastDissector().connection(False)
+    for d, data, ts in s.steps:
+        list(conn.feed(d, data, ts))
+    assert len(conn.chans) <= 8
+
+
+def test_gap_inside_message_data_keeps_the_stream_in_step() -> None:
+    s = E.Script().negotiate().open_channel(1).open_handle(1, 1)
+    s.c(E.message("HANDLE SEND", 1, b"q" * 3000))
+    s.cc("CONNECTION PING", respond=True)
+    conn = AmqpFastDissector().connection(False)
+    frames: list[Frame] = []
+    loose: list[Finding] = []
+    for d, data, ts in s.steps:
+        if len(data) > 3000:  # lose 1000 octets in the middle of the message data
+            evs = [*conn.feed(d, data[:1500], ts), *conn.gap(d, 1000, ts), *conn.feed(d, data[2500:], ts)]
+        else:
+            evs = list(conn.feed(d, data, ts))
+        for e in evs:
+            (frames if isinstance(e, Frame) else loose).append(e)
+    assert [f.command for f in frames][-3:] == ["HANDLE SEND", "MESSAGE FRAGMENT", "CONNECTION PING"]
+    assert "(1000 octets lost)" in frames[-2].info
+    assert not loose and not [f for fr in frames for f in fr.findings]
+
+
+def test_confirmations_are_paired_with_their_reply() -> None:
+    conn = AmqpFastDissector().connection(False)
+    frames: list[Frame] = []
+    for d, data, ts in MK.session().steps:
+        frames += [e for e in conn.feed(d, data, ts) if isinstance(e, Frame)]
+    replies = [f for f in frames if f.command.endswith("REPLY") or f.command in ("HANDLE INDEX", "HANDLE READY")]
+    assert len(replies) == 9
+    for r in replies:
+        assert r.request is not None and r.latency is not None and r.latency > 0
+        asked = next(f for f in frames if f.ref is r.request)
+        if r.command.endswith("REPLY"):
+            assert asked.get("confirm_tag") == r.get("confirm_tag")
+            assert asked.command.split()[0] == r.command.split()[0]
