@@ -201,7 +201,7 @@ def test_legacy_polled_from_spec_bytes_and_crc_of_payload_only():
     assert m["headers"] == [{"key": "k", "kind": 11, "value": 9}]
     flipped = data[:-1] + bytes([data[-1] ^ 1])
     r = M.decode_polled("L1", flipped, 0, len(flipped))
-    assert kinds(r.problems) == ["checksum"] and "message 0 (offset 5, id 0x4d)" in r.problems[0][1]
+    assert kinds(r.problems) == ["checksum"] and "message 0 (id 0x4d, offset 5)" in r.problems[0][1]
 
 
 def _z_frame(dialect: str, mid: int, payload: bytes, headers: bytes, *, offset=0, ts=0, origin=0,
@@ -736,6 +736,8 @@ def test_mutated_responses_never_raise(pos, byte):
 
 
 @pytest.mark.parametrize("dialect, offsets", [
+    ("L1", {"offset": 0, "state": 8, "timestamp": 9, "id": 17, "checksum": 33, "headers_length": 37, "headers": 41,
+            "payload_length": 41, "payload": 45}),
     ("Z1", {"checksum": 0, "id": 8, "offset": 24, "timestamp": 32, "origin_timestamp": 40, "user_headers_length": 48,
             "payload_length": 52, "payload": 56}),
     ("C", {"checksum": 0, "id": 8, "offset": 24, "timestamp": 32, "origin_timestamp": 40, "user_headers_length": 48,

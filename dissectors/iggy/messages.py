@@ -92,10 +92,11 @@ BATCH_HEADER = Struct(F("partition_id", U64), F("base_offset", U64), F("base_tim
                       F("origin_timestamp", TIMESTAMP), F("batch_length", U64), F("batch_checksum", U64),
                       F("message_count", U32), F("reserved", Fixed(204)), doc="BatchHeader(256)")
 BATCH_HEADER_SIZE = 256
-#: The legacy polled message's fixed prefix before headers_length (41 bytes; 45 with payload_length).
+#: The legacy polled message's fixed prefix before headers_length (37 bytes; 45 with both lengths).
 LEGACY_POLLED = Struct(F("offset", U64), F("state", Checked("u8 message state", "<B", MESSAGE_STATE, "message state")),
                        F("timestamp", TIMESTAMP), F("id", U128), F("checksum", U32), doc="legacy polled message")
 LEGACY_SENT = Struct(F("id", U128), doc="legacy message")
+LEGACY_POLLED_SIZE = 37  # the 45-byte fixed part of 5.2 less headers_length and payload_length
 
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
@@ -296,13 +297,9 @@ def _verify(w: _Walk, f: Field, computed: int, label: str, what: str = "checksum
 
 
 def _label(i: int, fields: Sequence[Field]) -> str:
-    parts = [f"message {i}"]
-    for f in fields:
-        if f.name == "offset" and f.value is not None:
-            parts.append(f"offset {f.value}")
-        elif f.name == "id":
-            parts.append(f"id {f.value:#x}")
-    return parts[0] if len(parts) == 1 else f"{parts[0]} ({', '.join(parts[1:])})"
+    """The name of message ``i`` in problems, from its decoded header fields (as _MessageLabel)."""
+    v = {f.name: f.value for f in fields}
+    return str(_MessageLabel(i, v.get("id", 0), v.get("offset")))
 
 
 def _limits(w: _Walk, label: str, plen: int, hlen: int) -> None:
@@ -329,7 +326,8 @@ class MessageField(Field):
     __slots__ = ("_raw", "_dialect", "_base", "_ck", "_plen", "_headers")
 
     def __init__(self, name: str, value: int, offset: int, size: int, display: str, raw: bytes, dialect: str,
-                 base: tuple[int, int] | None, ck: str, plen: int, headers: list[Field]) -> None:
+                 base: tuple[int, int] | None, ck: str | None, plen: int, headers: list[Field]) -> None:
+        """``ck``: what to show for the checksum (None: a legacy message as sent, which has none)."""
         self.name, self.value, self.offset, self.size, self.display = name, value, offset, size, display
         self.is_list = False
         _CHILDREN.__set__(self, None)
@@ -350,6 +348,8 @@ class MessageField(Field):
 
     def _build(self) -> list[Field]:
         d, off = self._dialect, self.offset
+        if d in LEGACY:
+            return self._build_legacy()
         kids, p = FRAME_HEADER[d].read_fields(memoryview(self._raw), off, off + HEADER_SIZE[d])
         kids[0].display = self._ck
         if self._base is not None:
@@ -359,6 +359,21 @@ class MessageField(Field):
         kids.append(Field("payload", self._raw[p:p + plen], p, plen))
         hsize = off + self.size - p - plen
         kids.append(Field("headers", len(self._headers), p + plen, hsize, None, self._headers, True))
+        return kids
+
+    def _build_legacy(self) -> list[Field]:
+        # prefix (polled: offset, state, timestamp, id, checksum; sent: id), headers_length, headers,
+        # payload_length, payload
+        off, plen, raw = self.offset, self._plen, self._raw
+        layout = LEGACY_SENT if self._ck is None else LEGACY_POLLED
+        kids, q = layout.read_fields(memoryview(raw), off, off + self.size)
+        if self._ck is not None:
+            kids[-1].display = self._ck
+        h = self.size - (q - off) - 8 - plen
+        kids += [Field("headers_length", h, q, 4),
+                 Field("headers", len(self._headers), q + 4, h, None, self._headers, True),
+                 Field("payload_length", plen, q + 4 + h, 4),
+                 Field("payload", raw[q + 8 + h:q + 8 + h + plen], q + 8 + h, plen)]
         return kids
 
 
@@ -450,7 +465,51 @@ def _frames(w: _Walk, off: int, end: int, count: int | None, first: int = 0,
     return out, off
 
 
+_LEGACY_POLLED_HEAD = struct.Struct("<QB")  # offset, state
+
+
 def _legacy_message(w: _Walk, i: int, off: int, end: int) -> tuple[Field | None, int]:
+    """One legacy message, its tree built on first access; anything cut off goes the eager way."""
+    mv, polled = w.mv, w.polled
+    pre = LEGACY_POLLED_SIZE if polled else 16
+    if off + pre + 4 > end:
+        return _legacy_eager(w, i, off, end)
+    (h,) = _U32.unpack_from(mv, off + pre)
+    q = off + pre + 4 + h
+    if q + 4 > end:
+        return _legacy_eager(w, i, off, end)
+    (plen,) = _U32.unpack_from(mv, q)
+    p = q + 4
+    if p + plen > end:
+        return _legacy_eager(w, i, off, end)
+    mid = int.from_bytes(mv[off + 17:off + 33] if polled else mv[off:off + 16], "little")
+    ck = None
+    moff = None
+    if polled:
+        moff, state = _LEGACY_POLLED_HEAD.unpack_from(mv, off)
+        label = _MessageLabel(i, mid, moff)
+        if state not in MESSAGE_STATE:
+            w.problems.append(("value", f"{label}: invalid message state {state}"))
+        (stored,) = _U32.unpack_from(mv, off + 33)
+        computed = _crc32(mv[p:p + plen])
+        if stored == computed:
+            ck = "verified"
+        else:
+            ck = f"mismatch: computed {computed:#x}"
+            w.problems.append(("checksum", f"{label}: checksum {stored:#x} does not verify (computed {computed:#x})"))
+    else:
+        label = _MessageLabel(i, mid, None)
+    if plen == 0:
+        w.problems.append(("size", f"{label}: empty payload"))
+    headers = decode_headers(mv, off + pre + 4, q, False, str(label), w.problems) if h else []
+    text = f"{plen} bytes" + (f", {len(headers)} headers" if headers else "")
+    if moff is not None:
+        text = f"offset {moff}, {text}"
+    return MessageField(f"[{i}]", mid, off, p + plen - off, text, w.raw, w.dialect, None, ck, plen, headers), p + plen
+
+
+def _legacy_eager(w: _Walk, i: int, off: int, end: int) -> tuple[Field | None, int]:
+    """A legacy message that does not fit: decoded field by field, saying where it is cut."""
     at = off
     try:
         hf, off = w.read(LEGACY_POLLED if w.polled else LEGACY_SENT, off, end)
