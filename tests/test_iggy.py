@@ -340,3 +340,32 @@ def test_a_request_too_short_for_its_code_is_a_frame_and_the_stream_goes_on() ->
     fs = list(frames(events))
     assert [f.command for f in fs[4:]] == ["INVALID", "PING", "INVALID_RESPONSE", "PING_RESPONSE"]
     assert [f.id for f in all_findings(events)] == ["iggy.size.too_short"]
+
+
+def test_every_field_of_every_iggy_capture_is_in_the_catalogue() -> None:
+    from dissectors.iggy.catalog import field_name
+
+    names = {d.name: d for d in D.fields()}
+    assert all(n.startswith("iggy.") for n in names)
+    captures = sorted([*SYNTHETIC.parent.glob("*.pcap"), *SYNTHETIC.glob("*.pcap")])
+    missing: dict[str, str] = {}
+
+    def walk(cmd: str, fields: list, prefix: tuple[str, ...] = (), elements: bool = False, rep: bool = False) -> None:
+        for f in fields:
+            path = prefix if elements else (*prefix, f.name)
+            r = rep or f.is_list
+            if not elements:
+                name = field_name(cmd, path)
+                d = names.get(name)
+                if d is None or d.repeated != r:
+                    missing.setdefault(name, cmd)
+            if f.children:
+                walk(cmd, f.children, path, f.is_list, r)
+
+    for p in captures:
+        for e in analyze_file(str(p)):
+            if isinstance(e, Frame) and e.protocol == "iggy":
+                walk(e.command, e.fields)
+    # Every name must be dotted snake_case (the catalogue refuses others): a repeated structure is one
+    # list field with ``[i]`` elements, as the JSON contract says, never fields named ``x[0]``, ``x[1]``.
+    assert missing == {}, f"not catalogued (or named per element): {sorted(missing)[:12]}"

@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from dissectors.iggy import messages as M
+from dissectors.iggy import responses as RS
 from dissectors.iggy import types as T
-from dissectors.iggy.commands import COMMANDS, REGISTER_REPLY, SEND_PAYLOAD, Maybe, ProtocolVersion
+from dissectors.iggy.commands import COMMANDS, REGISTER_REPLY, SEND_PAYLOAD, Maybe, Options
 from dissectors.kit.catalog import Catalog, int_type, snake
-from dissectors.schema import Array, Int, Prefixed, Rest, Struct, WireType
+from dissectors.schema import Array, F, Int, Prefixed, Rest, Struct, WireType
 
 PROTOCOL = "iggy"
 COMMON: dict[str, tuple[str, str]] = {
@@ -36,7 +37,7 @@ _V_HEADER = {
     "release": "uint32", "command": "uint8", "replica": "uint8", "client": "uint64", "request_checksum": "uint64",
     "timestamp": "uint64", "request": "uint64", "operation": "uint8", "session": "uint64", "user_id": "uint32",
     "context": "uint64", "op": "uint64", "commit": "uint64", "server_protocol_version": "uint32",
-    "server_protocol_version_min": "uint32", "reason": "uint8",
+    "server_protocol_version_min": "uint32", "reason": "uint8", "status": "uint32",
 }
 
 
@@ -61,14 +62,17 @@ class _Builder:
     def wire(self, path: str, t: WireType, repeated: bool) -> None:
         if isinstance(t, type(T.U128)):
             self.add(path, "bytes", "u128", repeated)  # beyond JSON's integers in most consumers
-        elif isinstance(t, ProtocolVersion | Int):
-            fmt = t._st.format
-            self.add(path, "float" if fmt.endswith("f") else "double" if fmt.endswith("d") else int_type(fmt),
-                     t.doc, repeated)
+        elif isinstance(t, Int):
+            self.add(path, int_type(t._st.format), t.doc, repeated)
         elif isinstance(t, Prefixed):
             self.add(path, "string" if t.text else "bytes", t.doc, repeated)
         elif isinstance(t, Rest):
             self.add(path, "bytes", t.doc, repeated)
+        elif isinstance(t, Options | RS.Options):
+            self.add(path, "uint32", "V options: typed key/value pairs", True)
+            for name, typ in (("key_kind", "uint8"), ("key", "string"), ("kind", "uint8"), ("value", "string"),
+                              ("rest", "bytes")):
+                self.add(f"{path}.{name}", typ, f"V option {name}", True)
         elif isinstance(t, Maybe):
             self.add(path, "struct", t.doc, repeated)
             self.add(f"{path}.has", "uint8", "Present flag", repeated)
@@ -152,10 +156,52 @@ class _Builder:
         self.add(f"{prefix}.rest", "bytes", "Bytes that could not be decoded")
 
 
+def _responses() -> dict[str, list[tuple[Struct, tuple[str, Struct] | None]]]:
+    """The response layouts of :mod:`.responses` by command: a header, and the list of entries that
+    follows it (details) or the entries repeated to the end (lists, as a layout with one list)."""
+    def listed(name: str, *elements: Struct) -> list[tuple[Struct, tuple[str, Struct] | None]]:
+        return [(Struct(doc="list"), (name, e)) for e in elements]
+
+    clients = [(RS.CLIENT_HEADER_OLD_NONE, RS.CLIENT_GROUP), (RS.CLIENT_HEADER_NO_USER, RS.CLIENT_GROUP_OLD),
+               (RS.CLIENT_HEADER, RS.CLIENT_GROUP)]
+    topics = (*RS.TOPIC_HEADERS, RS.TOPIC_HEADER_V)
+    streams = [(RS.STREAM_HEADER, ("topics", t)) for t in topics] + [(RS.STREAM_HEADER_V, ("topics", t)) for t in topics]
+    topic_details = [(t, ("partitions", p)) for t in topics for p in (RS.PARTITION, RS.PARTITION_V)]
+    groups = [(g, ("members", RS.MEMBER)) for g in RS.GROUP_HEADERS]
+    users = [(Struct(*h.fields, RS.PERMISSIONS_FIELD), None) for h in (RS.USER_HEADER, RS.USER_HEADER_LEGACY)]
+    out: dict[str, list[tuple[Struct, tuple[str, Struct] | None]]] = {
+        "get_stats": [(s, None) for ss in RS.STATS_BY_DIALECT.values() for s in ss],
+        "get_snapshot_file": [(Struct(F("archive", RS.RAW)), None)],
+        "get_cluster_metadata": [(RS.CLUSTER_METADATA, None)],
+        "get_me": [(h, ("consumer_groups", g)) for h, g in clients],
+        "get_clients": listed("clients", *(h for h, _ in clients)),
+        "get_users": listed("users", RS.USER_HEADER, RS.USER_HEADER_LEGACY),
+        "login_user": [(RS.IDENTITY, None)],
+        "get_personal_access_tokens": listed("tokens", RS.PAT),
+        "create_personal_access_token": [(RS.RAW_TOKEN, None)],
+        "get_consumer_offset": [(RS.CONSUMER_OFFSET, None)],
+        "send_messages": [(RS.SEND_CONFIRMATIONS, None)],
+        "get_stream": streams,
+        "get_streams": listed("streams", RS.STREAM_HEADER, RS.STREAM_HEADER_V),
+        "get_topic": topic_details,
+        "get_topics": listed("topics", *topics),
+        "get_consumer_group": groups,
+        "get_consumer_groups": listed("groups", *RS.GROUP_HEADERS),
+        "get_user": users,
+    }
+    out["get_client"] = out["get_me"]
+    out["login_with_personal_access_token"] = out["login_user"]
+    out["create_user"] = out["get_user"]
+    out["create_stream"] = out["get_stream"]
+    out["create_topic"] = out["get_topic"]
+    out["create_consumer_group"] = out["get_consumer_group"]
+    return out
+
+
 def build() -> Catalog:
     b = _Builder()
     for name, (typ, doc) in COMMON.items():
-        b.add(name, typ, doc, name.startswith("results."))
+        b.add(name, typ, doc, name.startswith("results"))
     for name, typ in _V_HEADER.items():
         b.add(f"header.{name}", typ, "V consensus header field")
     b.add("header.code", "uint32", "V NonReplicated request: the classic command code")
@@ -167,6 +213,13 @@ def build() -> Catalog:
                 assert isinstance(layout, Struct)
                 b.struct(snake(cmd.name), layout, False)
     b.struct("login_register_response", REGISTER_REPLY, False)
+    for command, layouts in _responses().items():
+        for layout, children in layouts:
+            b.struct(f"{command}_response", layout, False)
+            if children is not None:
+                list_name, element = children
+                b.add(f"{command}_response.{list_name}", "uint32", f"{element.doc} entries", True)
+                b.struct(f"{command}_response.{list_name}", element, True)
     b.messages("poll_messages_response")
     return b.cat
 
