@@ -307,117 +307,153 @@ def inspect(
         format = Format.tree
     dfilter = _compile_filter(display_filter, analyzer)
     set_max_value(max_value_size)
-    flows_wanted = set(flow)
-    protocols_wanted = set(protocol)
-
-    out = Output()
-    tree_view = TreeRenderer(out, 0.0, hexdump=hex, clock=clock)
-    summary = SummaryRenderer(out, 0.0, clock=clock)
-    code_parts = _code_parts(analyzer)
-    writer: JsonWriter | None = None
-    spool: Any = None
-    on_frame: Callable[[Frame, Links | None], object]
-    on_finding: Callable[[Finding], object]
-
-    if format in (Format.jsonl, Format.json):
-        writer = JsonWriter(sys.stdout)
-        if format is Format.jsonl:
-            line = writer.line
-
-            def on_frame(ev: Frame, links: Links | None) -> None:
-                line(frame_json(ev, links, code_parts))
-
-            def on_finding(ev: Finding) -> None:
-                line(finding_json(ev))
-        else:
-            # One document, streamed: frames are written as they come (memory stays flat, as with
-            # JSON Lines); the free-standing findings, which the document lists after the frames,
-            # wait in a temporary file meanwhile.
-            spool = tempfile.TemporaryFile("w+", encoding="utf-8", errors="surrogateescape")
-            cap = paths[0] if len(paths) == 1 else paths
-            writer.write('{"capture":' + dumps(cap) + ',\n"frames":[')
-            sep = ["\n"]
-
-            def on_frame(ev: Frame, links: Links | None) -> None:
-                writer.write(sep[0] + dumps(frame_json(ev, links, code_parts)))  # type: ignore[union-attr]
-                sep[0] = ",\n"
-
-            def on_finding(ev: Finding) -> None:
-                spool.write(dumps(finding_json(ev)) + "\n")
-    elif format is Format.summary:
-        on_frame, on_finding = summary.frame, summary.finding
-    else:
-        on_frame, on_finding = tree_view.frame, tree_view.finding
-
-    def wanted_finding(f: Finding) -> bool:
-        if flows_wanted and f.flow not in flows_wanted:
-            return False
-        if protocols_wanted:
-            info = analyzer.flow(f.flow)
-            if info is None or info.protocol not in protocols_wanted:
-                return False
-        return dfilter is None or dfilter(f)
-
+    display = Display(analyzer, format, capture=paths[0] if len(paths) == 1 else paths, hexdump=hex, clock=clock,
+                      flows=flow, protocols=protocol, dfilter=dfilter, only_findings=only_findings,
+                      max_frames=max_frames, quiet=quiet)
     events, error = _run(analyzer, paths)
     linker = Linker(_locate(analyzer))
-    shown = 0
-    started = False
 
     def linked() -> Iterator[tuple[Any, Links | None]]:
         yield from linker.link(events)
         yield from linker.flush()
 
     for ev, links in linked():
+        if not display.show(ev, links):
+            break
+    display.close(error)
+
+
+class Display:
+    """What `inspect` shows of the events of a capture, in the chosen format: the selection of
+    frames and findings (--flow, --protocol, --only-findings, -Y, -c, -q), each as it comes, and
+    the closing part (the JSON document's findings and flows, or the footer line). A class rather
+    than inspect's locals so that `streamproto live` shows its events through the same code."""
+
+    def __init__(self, analyzer: Analyzer, format: Format, *, capture: Any, hexdump: bool, clock: Clock,
+                 flows: Sequence[int], protocols: Sequence[str], dfilter: DisplayFilter | None,
+                 only_findings: bool, max_frames: int | None, quiet: bool) -> None:
+        self.analyzer = analyzer
+        self.format = format
+        self.clock = clock
+        self.flows_wanted = set(flows)
+        self.protocols_wanted = set(protocols)
+        self.dfilter = dfilter
+        self.only_findings = only_findings
+        self.max_frames = max_frames
+        self.quiet = quiet
+        self.shown = 0
+        self.started = False
+        self.out = out = Output()
+        tree_view = TreeRenderer(out, 0.0, hexdump=hexdump, clock=clock)
+        summary = SummaryRenderer(out, 0.0, clock=clock)
+        code_parts = _code_parts(analyzer)
+        self.writer: JsonWriter | None = None
+        self.spool: Any = None
+        on_frame: Callable[[Frame, Links | None], object]
+        on_finding: Callable[[Finding], object]
+
+        if format in (Format.jsonl, Format.json):
+            writer = self.writer = JsonWriter(sys.stdout)
+            if format is Format.jsonl:
+                line = writer.line
+
+                def on_frame(ev: Frame, links: Links | None) -> None:
+                    line(frame_json(ev, links, code_parts))
+
+                def on_finding(ev: Finding) -> None:
+                    line(finding_json(ev))
+            else:
+                # One document, streamed: frames are written as they come (memory stays flat, as with
+                # JSON Lines); the free-standing findings, which the document lists after the frames,
+                # wait in a temporary file meanwhile.
+                spool = self.spool = tempfile.TemporaryFile("w+", encoding="utf-8", errors="surrogateescape")
+                writer.write('{"capture":' + dumps(capture) + ',\n"frames":[')
+                sep = ["\n"]
+
+                def on_frame(ev: Frame, links: Links | None) -> None:
+                    writer.write(sep[0] + dumps(frame_json(ev, links, code_parts)))
+                    sep[0] = ",\n"
+
+                def on_finding(ev: Finding) -> None:
+                    spool.write(dumps(finding_json(ev)) + "\n")
+        elif format is Format.summary:
+            on_frame, on_finding = summary.frame, summary.finding
+        else:
+            on_frame, on_finding = tree_view.frame, tree_view.finding
+        self.on_frame, self.on_finding = on_frame, on_finding
+
+    def _wanted_finding(self, f: Finding) -> bool:
+        if self.flows_wanted and f.flow not in self.flows_wanted:
+            return False
+        if self.protocols_wanted:
+            info = self.analyzer.flow(f.flow)
+            if info is None or info.protocol not in self.protocols_wanted:
+                return False
+        return self.dfilter is None or self.dfilter(f)
+
+    def show(self, ev: Any, links: Links | None) -> bool:
+        """Show one event if it is selected; False when -c's count was already reached (stop)."""
         if isinstance(ev, Frame):
-            if flows_wanted and ev.flow not in flows_wanted:
-                continue
-            if protocols_wanted and ev.protocol not in protocols_wanted:
-                continue
-            if only_findings and not ev.findings:
-                continue
-            if dfilter is not None and not dfilter(ev, links):
-                continue
-            if max_frames is not None and shown >= max_frames:
-                break
+            if self.flows_wanted and ev.flow not in self.flows_wanted:
+                return True
+            if self.protocols_wanted and ev.protocol not in self.protocols_wanted:
+                return True
+            if self.only_findings and not ev.findings:
+                return True
+            if self.dfilter is not None and not self.dfilter(ev, links):
+                return True
+            if self.max_frames is not None and self.shown >= self.max_frames:
+                return False
             # Only once something is shown (the first packet's time is set by then and stays):
             # with --only-findings most frames are skipped.
-            if not started:
-                clock.t0, started = analyzer.first_ts or 0.0, True
-            shown += 1
-            if not quiet:
-                on_frame(ev, links)
-        elif wanted_finding(ev):
-            if not started:
-                clock.t0, started = analyzer.first_ts or 0.0, True
-            if not quiet:
-                on_finding(ev)
-    missing = sorted(n for n in flows_wanted if n > len(analyzer.flows))
-    if writer is not None and format is Format.json:
-        writer.write("\n],\n\"findings\":[")
-        assert spool is not None
-        spool.seek(0)
-        sep = "\n"
-        for text in spool:
-            writer.write(sep + text.rstrip("\n"))
-            sep = ",\n"
-        spool.close()
-        writer.write("\n],\n\"flows\":[")
-        sep = "\n"
-        for f in analyzer.flows:
-            if (not flows_wanted or f.id in flows_wanted) and (not protocols_wanted or f.protocol in protocols_wanted):
-                writer.write(sep + dumps(flow_json(f)))
+            if not self.started:
+                self.clock.t0, self.started = self.analyzer.first_ts or 0.0, True
+            self.shown += 1
+            if not self.quiet:
+                self.on_frame(ev, links)
+        elif self._wanted_finding(ev):
+            if not self.started:
+                self.clock.t0, self.started = self.analyzer.first_ts or 0.0, True
+            if not self.quiet:
+                self.on_finding(ev)
+        return True
+
+    def flush(self) -> None:
+        if self.writer is not None:
+            self.writer.flush()
+        sys.stdout.flush()
+
+    def close(self, error: Sequence[str]) -> None:
+        """The closing part, then the reading error or the conversations asked for but missing
+        (one line, exit 2)."""
+        analyzer, writer = self.analyzer, self.writer
+        flows_wanted, protocols_wanted = self.flows_wanted, self.protocols_wanted
+        missing = sorted(n for n in flows_wanted if n > len(analyzer.flows))
+        if writer is not None and self.format is Format.json:
+            writer.write("\n],\n\"findings\":[")
+            spool = self.spool
+            assert spool is not None
+            spool.seek(0)
+            sep = "\n"
+            for text in spool:
+                writer.write(sep + text.rstrip("\n"))
                 sep = ",\n"
-        writer.write("\n]}\n")
-    elif format in (Format.tree, Format.summary) and (not error or analyzer.packets):
-        out.line((footer(analyzer, shown, flows_wanted, protocols_wanted), "dim"))
-    if writer is not None:
-        writer.flush()
-    sys.stdout.flush()
-    if error:
-        raise fail(error[0])
-    if missing:
-        raise fail(f"no conversation {', '.join(map(str, missing))} in this capture (it has "
-                   f"{len(analyzer.flows)}; see `streamproto flows`)")
+            spool.close()
+            writer.write("\n],\n\"flows\":[")
+            sep = "\n"
+            for f in analyzer.flows:
+                if (not flows_wanted or f.id in flows_wanted) and (not protocols_wanted or f.protocol in protocols_wanted):
+                    writer.write(sep + dumps(flow_json(f)))
+                    sep = ",\n"
+            writer.write("\n]}\n")
+        elif self.format in (Format.tree, Format.summary) and (not error or analyzer.packets):
+            self.out.line((footer(analyzer, self.shown, flows_wanted, protocols_wanted), "dim"))
+        self.flush()
+        if error:
+            raise fail(error[0])
+        if missing:
+            raise fail(f"no conversation {', '.join(map(str, missing))} in this capture (it has "
+                       f"{len(analyzer.flows)}; see `streamproto flows`)")
 
 
 def footer(analyzer: Analyzer, shown: int, flows: set[int] | Sequence[int] = (),
