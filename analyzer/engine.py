@@ -387,7 +387,7 @@ class Analyzer:
         rkey = reverse_key(key)
         conv = self._live.get(key) or self._live.get(rkey)
         syn_only = seg.flags & (SYN | ACK) == SYN
-        if conv is not None and syn_only and conv.isn_client is not None and conv.isn_client != seg.seq:
+        if conv is not None and syn_only and conv.reopened_by(seg.seq):
             # Port reuse: a fresh SYN on the same 4-tuple starts a new conversation.
             yield from self._close(conv, ts)
             conv = None

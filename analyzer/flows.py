@@ -311,6 +311,14 @@ class Conversation:
         # entry for it is stale. None while it has none.
         self.wake: tuple[float, int, Conversation] | None = None
 
+    def reopened_by(self, isn: int) -> bool:
+        """Whether a client SYN with sequence number ``isn`` starts a new conversation on this
+        4-tuple (port reuse) instead of retrying this one. Only a conversation that carried bytes
+        is replaced: a SYN flood on one 4-tuple (a new ISN in every SYN, no data) stays one
+        conversation and one row in `flows`, not 200,000 of them."""
+        info = self.info
+        return self.isn_client is not None and self.isn_client != isn and bool(info.bytes_c2s or info.bytes_s2c)
+
     @property
     def wake_at(self) -> float | None:
         """The time of the valid wake-up entry (None: none)."""
