@@ -300,3 +300,39 @@ def test_readme_fail_on_warning_line():
     example = re.search(r"\$ streamproto check (.+)\n", readme)
     r = check(*example.group(1).split(), "--fail-on", "warning")
     assert r.exit_code == 1 and r.stdout.rstrip().splitlines()[-1] == claim.group(1)
+
+
+def test_wire_text_and_odd_file_names_are_safe_in_every_report(tmp_path):
+    """A reply text with terminal escapes, NUL and a bidi override, in a file whose name is not
+    UTF-8: the summary shows them escaped, the XML stays valid, every report is written."""
+    import subprocess
+    import sys
+
+    from dissectors.amqp091 import encode as E
+
+    c = TcpConversation(("10.6.0.1", 40000), ("10.6.0.2", 5672))
+    c.handshake()
+    for d, data, _ in E.Script().handshake().steps:
+        c.send(str(d), data)
+    evil = "\x1b[2J\x1b]0;pwned\x07 nul\x00 \u202e rtl"
+    c.send("s2c", E.method("Connection.Close", reply_code=403, reply_text=evil))
+    c.send("c2s", E.method("Connection.CloseOk"))
+    c.close()
+    name = os.fsdecode(b"caf\xe9.pcap")  # not UTF-8: a lone surrogate in Python's str
+    write_capture(os.path.join(str(tmp_path), name), [c])
+    r = subprocess.run([sys.executable, "-m", "analyzer", "check", name, "--junit", "r.xml", "--sarif", "r.sarif",
+                        "--html", "r.html", "--json", "r.json", "--write-baseline", "b.json"],
+                       cwd=tmp_path, capture_output=True, timeout=120)
+    assert r.returncode == 1, r.stderr
+    out = r.stdout.decode("utf-8")  # strict: nothing undecodable was written
+    assert "\x1b" not in out and "\x00" not in out and "\u202e" not in out
+    assert "(\\x1b[2J\\x1b]0;pwned\\x07 nul\\x00 \\u202e rtl)" in out
+    assert out.startswith("caf\\xe9.pcap: 1 conversation (amqp091 1)")
+    junit_schema().assertValid(etree.parse(str(tmp_path / "r.xml")))
+    for report in ("r.xml", "r.sarif", "r.html", "r.json", "b.json"):
+        text = (tmp_path / report).read_bytes().decode("utf-8")  # strict UTF-8: no lone surrogate written
+        assert "\x1b" not in text, report
+        if report in ("r.xml", "r.sarif", "r.html"):  # text shown to people (JSON data keeps it, escaped by JSON)
+            assert "\u202e" not in text and "\\x1b[2J" in text, report
+    sarif = json.loads((tmp_path / "r.sarif").read_text())
+    assert sarif["runs"][0]["artifacts"][0]["location"]["uri"] == "caf%E9.pcap"

@@ -11,6 +11,7 @@ import json
 from collections.abc import Iterable
 
 from analyzer.api import Finding
+from analyzer.textsafe import json_text
 
 FORMAT = "streamproto-baseline"
 VERSION = 1
@@ -45,4 +46,4 @@ def dump(findings: Iterable[tuple[str, Finding]]) -> str:
                            "capture": capture, "community_id": f.community_id or "", "message": f.message}
     doc = {"format": FORMAT, "version": VERSION,
            "findings": sorted(entries.values(), key=lambda e: (e["rule"], e["fingerprint"]))}
-    return json.dumps(doc, ensure_ascii=False, indent=1) + "\n"
+    return json_text(json.dumps(doc, ensure_ascii=False, indent=1)) + "\n"  # lone surrogates as \xNN text

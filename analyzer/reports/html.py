@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import statistics
 from datetime import UTC, datetime
-from html import escape
 
 from analyzer.api import Finding
 from analyzer.engine import fmt_endpoint
 from analyzer.reports import svg
 from analyzer.reports.results import CaptureResult, CheckResult, ConversationResult
 from analyzer.reports.summary import plural
+from analyzer.reports.svg import escape
 
 #: Rows of the findings table (every finding up to this; the JSON, JUnit and SARIF reports have all).
 FINDING_ROWS = 20_000

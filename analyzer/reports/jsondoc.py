@@ -7,6 +7,7 @@ import json
 
 from analyzer.jsonout import finding_json
 from analyzer.reports.results import CaptureResult, CheckResult
+from analyzer.textsafe import json_text
 
 
 def _flow(c: CaptureResult, flow: int) -> dict:
@@ -28,4 +29,4 @@ def json_report(result: CheckResult) -> str:
             "findings": [finding_json(f) for f in c.findings],
         } for c in result.captures],
     }
-    return json.dumps(doc, ensure_ascii=False, indent=1) + "\n"
+    return json_text(json.dumps(doc, ensure_ascii=False, indent=1)) + "\n"  # lone surrogates as \xNN text

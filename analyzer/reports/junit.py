@@ -15,11 +15,13 @@ from datetime import UTC, datetime
 from analyzer.api import Finding
 from analyzer.reports.results import CaptureResult, CheckResult, ConversationResult, count
 from analyzer.reports.summary import plural
+from analyzer.textsafe import safe
 
 
 def _line(f: Finding) -> str:
+    # safe(): XML 1.0 cannot carry most control characters, and wire text can hold any.
     at = f"packet {f.frame}" if f.frame is not None else "no single packet"
-    return f"{f.severity} {f.id} at {at}: {f.message} [fingerprint {f.fingerprint}]"
+    return safe(f"{f.severity} {f.id} at {at}: {f.message} [fingerprint {f.fingerprint}]")
 
 
 def _counts(findings: list[Finding]) -> str:
@@ -30,42 +32,44 @@ def _counts(findings: list[Finding]) -> str:
 def _testcase(suite: ET.Element, name: str, classname: str, seconds: float, findings: list[Finding],
               rank: int, below: list[str]) -> bool:
     """A testcase that fails when a finding reaches ``rank``; True when it failed."""
+    name, classname = safe(name), safe(classname)
     case = ET.SubElement(suite, "testcase", name=name, classname=classname, time=f"{max(seconds, 0.0):.6f}")
     worst = max(findings, key=lambda f: f.severity.rank, default=None)
     if worst is None or worst.severity.rank < rank:
         below += [f"{name}: {_line(f)}" for f in findings]
         return False
     failure = ET.SubElement(case, "failure", type=worst.id,
-                            message=f"{_counts(findings)}; first: {worst.message}")
+                            message=safe(f"{_counts(findings)}; first: {worst.message}"))
     failure.text = "\n".join(_line(f) for f in findings) + "\n"
     return True
 
 
 def _suite(root: ET.Element, index: int, c: CaptureResult, result: CheckResult, stamp: str, host: str) -> None:
-    suite = ET.SubElement(root, "testsuite", name=c.path, package="streamproto.check", id=str(index),
+    path = safe(c.path)
+    suite = ET.SubElement(root, "testsuite", name=path, package="streamproto.check", id=str(index),
                           timestamp=stamp, hostname=host)
     props = ET.SubElement(suite, "properties")
-    for k, v in (("capture", c.path), ("packets", c.packets), ("frames", c.frames),
+    for k, v in (("capture", path), ("packets", c.packets), ("frames", c.frames),
                  ("conversations", len(c.conversations)), ("fail-on", result.threshold),
                  ("baseline-suppressed", c.suppressed)):
-        ET.SubElement(props, "property", name=k, value=str(v))
+        ET.SubElement(props, "property", name=k, value=safe(str(v)))
     rank = result.threshold.rank
     tests = failures = errors = 0
     below: list[str] = []
     if c.error is not None:
         tests += 1
         errors += 1
-        case = ET.SubElement(suite, "testcase", name="read capture", classname=c.path, time="0")
-        ET.SubElement(case, "error", type="unusable-input", message=c.error).text = c.error + "\n"
+        case = ET.SubElement(suite, "testcase", name="read capture", classname=path, time="0")
+        ET.SubElement(case, "error", type="unusable-input", message=safe(c.error)).text = safe(c.error) + "\n"
     conv: ConversationResult
     for conv in c.conversations:
         tests += 1
-        failures += _testcase(suite, conv.name, c.path, conv.info.last_ts - conv.info.first_ts, conv.findings,
+        failures += _testcase(suite, conv.name, path, conv.info.last_ts - conv.info.first_ts, conv.findings,
                               rank, below)
     loose = [f for f in c.findings if c.conversation(f.flow) is None]
     if loose:  # findings about the capture itself (truncated packets, unknown link types)
         tests += 1
-        failures += _testcase(suite, "capture (findings about no conversation)", c.path, 0.0, loose, rank, below)
+        failures += _testcase(suite, "capture (findings about no conversation)", path, 0.0, loose, rank, below)
     ET.SubElement(suite, "system-out").text = "".join(line + "\n" for line in below)
     ET.SubElement(suite, "system-err").text = ""
     suite.set("tests", str(tests))

@@ -21,6 +21,7 @@ from urllib.parse import quote
 from analyzer.api import Finding, Rule
 from analyzer.engine import fmt_endpoint
 from analyzer.reports.results import CaptureResult, CheckResult
+from analyzer.textsafe import json_text, safe
 
 SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 #: The key of our fingerprint in partialFingerprints (versioned, as the spec suggests).
@@ -40,7 +41,8 @@ def artifact_location(path: str) -> dict[str, Any]:
     what code-scanning matches against the repository; an absolute one becomes a file URI."""
     if os.path.isabs(path):
         return {"uri": Path(path).as_uri()}
-    return {"uri": quote(PurePath(path).as_posix()), "uriBaseId": SRCROOT}
+    # surrogateescape: a file name that is not UTF-8 is percent-encoded as the bytes it is.
+    return {"uri": quote(PurePath(path).as_posix(), errors="surrogateescape"), "uriBaseId": SRCROOT}
 
 
 def _descriptor(owner: str, rule: Rule, active: bool) -> dict[str, Any]:
@@ -81,7 +83,8 @@ def _result(f: Finding, c: CaptureResult, artifact: int, rule_index: dict[str, i
         "ruleId": f.id,
         "ruleIndex": rule_index[f.id],
         "level": str(f.severity),
-        "message": {"text": f"{f.message} ({context})"},
+        # A dashboard shows this text: wire text's control characters and bidi overrides escaped.
+        "message": {"text": safe(f"{f.message} ({context})")},
         "locations": [location],
         "partialFingerprints": {FINGERPRINT_KEY: f.fingerprint},
         "properties": props,
@@ -109,7 +112,7 @@ def sarif_document(result: CheckResult) -> dict[str, Any]:
         artifacts.append(artifact)
         results += [_result(f, c, k, rule_index) for f in c.findings]
         if c.error is not None:
-            notifications.append({"level": "error", "message": {"text": c.error},
+            notifications.append({"level": "error", "message": {"text": safe(c.error)},
                                   "locations": [{"physicalLocation": {
                                       "artifactLocation": {**artifact_location(c.path), "index": k}}}],
                                   "properties": {"unusableInput": True}})
@@ -141,4 +144,5 @@ def sarif_document(result: CheckResult) -> dict[str, Any]:
 
 
 def sarif_json(result: CheckResult) -> str:
-    return json.dumps(sarif_document(result), ensure_ascii=False, indent=1) + "\n"
+    # json_text: lone surrogates (undecodable wire bytes, file names) as \xNN text, encodable as UTF-8.
+    return json_text(json.dumps(sarif_document(result), ensure_ascii=False, indent=1)) + "\n"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from analyzer.api import Finding
 from analyzer.reports.results import CaptureResult, CheckResult
+from analyzer.textsafe import safe
 
 #: Findings listed per capture (the worst first); the reports have all of them.
 WORST = 5
@@ -57,4 +58,5 @@ def summary(result: CheckResult) -> str:
     else:
         verdict = f"pass: no finding at or above {result.threshold}"
     lines.append(f"-- {plural(len(result.captures), 'capture')}; {verdict} (exit {code})")
-    return "\n".join(lines) + "\n"
+    # Messages hold text from the wire (and paths whatever the file system gave): no terminal escapes.
+    return "".join(safe(line) + "\n" for line in lines)

@@ -6,10 +6,11 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from collections.abc import Sequence
-from html import escape
+from html import escape as html_escape
 
 from analyzer.api import Finding
 from analyzer.reports.results import Arrow
+from analyzer.textsafe import safe
 
 COLOR = {"error": "#c62828", "warning": "#e08a00", "note": "#1f6fb2", None: "#555"}
 DIRECTION_COLOR = {"c2s": "#3b6fb6", "s2c": "#2e8b57"}
@@ -23,6 +24,13 @@ X_NOTES = 580
 WIDTH = 1180
 #: Characters of finding text beside an arrow (the whole text is its tooltip and in the findings table).
 NOTE_CHARS = 70
+
+
+def escape(text: str) -> str:
+    """Text for the page: control characters and bidi overrides from the wire made visible (a
+    browser would drop or apply them), lone surrogates (undecodable bytes) as ``\\xNN`` (UTF-8
+    cannot encode them), then HTML-escaped."""
+    return html_escape(safe(text))
 
 
 def _short(text: str, limit: int) -> str:
