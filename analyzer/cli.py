@@ -8,6 +8,7 @@ included, is one line on stderr, ``streamproto: ...``, with exit code 2.
 from __future__ import annotations
 
 import enum
+import json
 import os
 import sys
 import tempfile
@@ -223,7 +224,9 @@ def _run(analyzer: Analyzer, paths: list[str]) -> tuple[Iterator[Any], list[str]
 
 
 def _locate(analyzer: Analyzer) -> Callable[[int], tuple[str | None, int]]:
-    return analyzer.locate if analyzer.multi_file else (lambda packet: (None, packet))
+    """(file, packet within it) of a packet ordinal; asked when used: the analyzer learns whether
+    it reads several files only once reading starts."""
+    return lambda packet: analyzer.locate(packet) if analyzer.multi_file else (None, packet)
 
 
 def _compile_filter(text: str | None, analyzer: Analyzer) -> DisplayFilter | None:
@@ -734,6 +737,21 @@ def follow(
                   f"{fmt_endpoint(info.server)}: no data ===", "bold"))
     else:
         out.line((f"=== {totals['c2s']} bytes c2s, {totals['s2c']} bytes s2c ===", "bold"))
+
+
+class SchemaName(enum.StrEnum):
+    frame = "frame"
+    finding = "finding"
+
+
+@app.command()
+def schema(which: Annotated[SchemaName, typer.Argument(help="frame or finding", show_default=False)]) -> None:
+    """The JSON Schema (draft 2020-12) of a frame line or a finding line of `inspect -T jsonl`."""
+    from analyzer.json_schema import SCHEMAS
+
+    writer = JsonWriter(sys.stdout)
+    writer.write(json.dumps(SCHEMAS[which.value], indent=2) + "\n")
+    writer.flush()
 
 
 @app.command()

@@ -31,6 +31,8 @@ class Amqp091Dissector(Dissector):
     name = "amqp091"
     title = "AMQP 0-9-1"
     default_ports = (5672,)
+    #: A method's code is class_id << 16 | method_id: JSON frames carry both parts (code_parts).
+    code_parts = (("class_id", 16, 0xFFFF), ("method_id", 0, 0xFFFF))
 
     def __init__(self, *, hot: bool = True, limits: dict[str, int] | None = None) -> None:
         #: hot=False: every frame takes the general path (the reference the hot path is tested against).
