@@ -302,7 +302,7 @@ def test_v_send_and_poll_from_spec_bytes():
     assert [(m["id"], m["payload"], m["offset"], m["origin_timestamp"]) for m in got] == [
         (1, b"first", 100, 1000), (2, b"second", 101, 1007)]
     assert got[0]["headers"] == [{"key_kind": 2, "key": "a", "kind": 3, "value": True}]
-    batch_field = next(f for f in r.fields if f.name == "batch[0]")
+    batch_field = next(f for f in r.fields if f.name == "batch")
     assert batch_field.child("batch_checksum").display == "verified"
     # poll reply: the 16-byte prefix, then two stored batches
     second = _v_batch([_v_frame(3, b"third", b"", 0, 0)], base_offset=102)

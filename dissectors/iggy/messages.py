@@ -604,25 +604,23 @@ def _batch(w: _Walk, off: int, end: int, bi: int, first: int) -> tuple[Field, in
     else:
         ck.display = "not checked (frames do not tile the batch)"
     kids = [*hf, _messages_field(frames, p, stop)]
-    return Field(f"batch[{bi}]", count, at, stop - at, f"{found} messages", kids), stop, found
+    return Field(f"[{bi}]", count, at, stop - at, f"{found} messages", kids), stop, found
 
 
-def _batches(w: _Walk, off: int, end: int, single: bool) -> tuple[list[Field], int, int]:
+def _batches(w: _Walk, off: int, end: int, single: bool) -> tuple[list[Field], Field | None, int, int]:
+    """Batch records from ``off``: (batch fields named ``[i]``, the cut-off rest or None, end, messages)."""
     out: list[Field] = []
     found = 0
-    bi = 0
     while off < end:
         if off + BATCH_HEADER_SIZE > end:
-            w.problems.append(("size", f"batch {bi}: header needs 256 bytes, {end - off} left"))
-            out.append(w.rest("rest", off, end))
-            return out, end, found
-        f, off, n = _batch(w, off, end, bi, found)
+            w.problems.append(("size", f"batch {len(out)}: header needs 256 bytes, {end - off} left"))
+            return out, w.rest("rest", off, end), end, found
+        f, off, n = _batch(w, off, end, len(out), found)
         out.append(f)
         found += n
-        bi += 1
         if single:
             break
-    return out, off, found
+    return out, None, off, found
 
 
 # ------------------------------------------------------------------------------ public decoders
@@ -676,8 +674,12 @@ def decode_send_messages(dialect: str, buf: bytes | memoryview, start: int, end:
         if meta.value != off - start - 4:
             w.problems.append(("size", f"metadata_length is {meta.value}, the metadata takes {off - start - 4} bytes"))
         if dialect == "V":
-            batches, off, n = _batches(w, off, end, single=True)
-            fields += batches
+            batches, rest, off, n = _batches(w, off, end, single=True)
+            if batches:
+                batches[0].name = "batch"
+                fields.append(batches[0])
+            if rest is not None:
+                fields.append(rest)
             _count_check(w, count, n)
             _trailing(w, fields, off, end)
             return Decoded(fields, _info(stream, topic, n), w.problems)
@@ -746,8 +748,11 @@ def decode_polled(dialect: str, buf: bytes | memoryview, start: int, end: int) -
             fields.append(_messages_field(items, start + 16, off))
             n = fields[-1].value
         elif dialect == "V":
-            batches, off, n = _batches(w, off, end, single=False)
-            fields += batches
+            at = off
+            batches, rest, off, n = _batches(w, off, end, single=False)
+            fields.append(Field("batches", len(batches), at, off - at, None, batches, True))
+            if rest is not None:
+                fields.append(rest)
         else:
             items, off = _frames(w, off, end, count)
             fields.append(_messages_field(items, start + 16, off))
@@ -766,8 +771,11 @@ def _flatten_messages(fields: Sequence[Field]) -> list[Field]:
     for f in fields:
         if f.name == "messages":
             out += [m for m in f.children or () if m.name.startswith("[")]
-        elif f.name.startswith("batch[") and f.children:
-            out += _flatten_messages(f.children)
+        elif f.name == "batch":
+            out += _flatten_messages(f.children or ())
+        elif f.name == "batches":
+            for b in f.children or ():
+                out += _flatten_messages(b.children or ())
     return out
 
 
