@@ -105,6 +105,12 @@ class AmqpFastConnection(BaseConnection):
         side = self.side(d)
         msgs = self.msgs(d)
         out: list[Event] = []
+        # A fragment of the peer still waiting for what follows it: the peer's stream held nothing
+        # more when this side went on, so nothing more belongs to the fragment (the peer's octets
+        # that come later are judged as commands). This keeps a message's frame before the answer to it.
+        peer = self.side(d.other)
+        if peer.after == "ok" or (peer.after == "check" and not len(peer.queue)):
+            out.extend(self._pending(d.other))
         for piece in side.cut(data, self._measure[d], self._resync[d], R.FRAMING_RESYNC):
             if isinstance(piece, Finding):
                 out.append(piece)
@@ -135,6 +141,8 @@ class AmqpFastConnection(BaseConnection):
                     break
                 continue
             out.append(self._command(d, piece.data, piece.offset))
+        if side.after == "ok":  # decided: a command follows, junk or not
+            out.extend(self._pending(d))
         return out
 
     def gap(self, direction: Direction, length: int, ts: float) -> Iterable[Event]:

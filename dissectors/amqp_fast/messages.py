@@ -50,7 +50,7 @@ class Messages:
         self.seq = Sequencer()
         self.meta: dict[str, list] = {}
         #: The fragment whose octets are arriving: [key, stream offset, size, received, kept, partial,
-        #: head fields (or None), first fragment of its message, findings for its frame as plain
+        #: [whether the head lies in it from its first octet, the head's octets] (or None), first fragment of its message, findings for its frame as plain
         #: [rule id, message, field] lists (the state stays plain data until the frame is made),
         #: its last octets (at most TAIL_KEEP), octets of it a capture gap lost]. Its octets are
         #: counted into the message when it is finished, once the stream after it showed whether it
@@ -141,10 +141,8 @@ class Messages:
             body_size = values["body_size"]
             # Head fields sit at their place in this fragment when the head began in it.
             start_here = at - (len(buffered) - len(chunk))
-            if start_here == 0 and frag[7]:
-                frag[6] = fields
-            else:
-                frag[6] = [Field(f.name, f.value, -1, 0, f.display) for f in fields]
+            # Kept as its octets (plain data), decoded again for the frame.
+            frag[6] = [start_here == 0 and frag[7], buffered[:used]]
             meta[_HEAD] = [body_size, values.get("mime_type") or ""]
             entry = self.seq.expecting(key)
             if entry is not None and not meta[_STREAM]:
@@ -196,9 +194,13 @@ class Messages:
             self._count(key, meta, size)
         fields: list[Field] = [Field("fragment", kept, 0, size,
                                      f"{size} octets" + (f", the first {len(kept)} shown" if len(kept) < size else ""))]
-        if head is not None:
-            fields.append(Field("head", None, min((f.offset for f in head if f.offset >= 0), default=-1),
-                                sum(f.size for f in head), None, head))
+        decoded = message_head(head[1], enc) if head is not None else None
+        if decoded is not None:
+            in_place, raw = head
+            children = decoded[0]
+            if not in_place:  # the head began in an earlier fragment: no place in this one
+                children = [Field(f.name, f.value, -1, 0, f.display) for f in children]
+            fields.append(Field("head", None, 0 if in_place else -1, len(raw) if in_place else 0, None, children))
         meta = self.meta.get(key)
         info = f"{FRAGMENT} {key}" + (f" handle={meta[_HANDLE]}" if meta is not None else "") + f" size={size}"
         if meta is not None and head is not None and meta[_HEAD] is not None:
