@@ -336,3 +336,13 @@ def test_wire_text_and_odd_file_names_are_safe_in_every_report(tmp_path):
             assert "\u202e" not in text and "\\x1b[2J" in text, report
     sarif = json.loads((tmp_path / "r.sarif").read_text())
     assert sarif["runs"][0]["artifacts"][0]["location"]["uri"] == "caf%E9.pcap"
+
+
+def test_standard_input(tmp_path):
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "analyzer", "check", "-", "--fail-on", "warning"], cwd=tmp_path,
+                       input=WARNS.read_bytes(), capture_output=True, timeout=120)
+    assert r.returncode == 1, r.stderr
+    assert r.stdout.decode().startswith("-: 1 conversation (rabbitmq_stream 1), 6 frames, 16 packets")

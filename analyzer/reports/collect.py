@@ -17,6 +17,7 @@ from analyzer.capture import CaptureError
 from analyzer.engine import Analyzer, NoDecodableLinkType
 from analyzer.reports.policy import UNDECODED, RulePolicy
 from analyzer.reports.results import Arrow, CaptureResult, ConversationResult
+from analyzer.stream_input import is_stream, read_stream
 
 #: File names taken from a directory (pcap and pcapng, optionally gzip-compressed).
 CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap", ".pcap.gz", ".pcapng.gz", ".cap.gz")
@@ -92,7 +93,9 @@ def collect(path: str, analyzer: Analyzer, policy: RulePolicy, baseline: Contain
         return True
 
     try:
-        for ev in analyzer.run_files([path]):
+        # Standard input ("-") and pipes are read once, as they come (`tcpdump -w - | streamproto check -`).
+        events = analyzer.run(read_stream(path)) if is_stream(path) else analyzer.run_files([path])
+        for ev in events:
             if isinstance(ev, Frame):
                 key = (ev.protocol, ev.direction, ev.command)
                 commands[key] = commands.get(key, 0) + 1
