@@ -503,10 +503,10 @@ _NOT_FOUND = "empty (not found)"
 
 def decode_response(command: int, dialect: str, buf: bytes | memoryview, start: int, end: int) -> Decoded:
     """The payload ``buf[start:end]`` of a successful response to a request of ``command``."""
+    if command == 100:  # the caller's buffer as it is: a poll's messages keep referring to it
+        return decode_polled(dialect, buf, start, end)
     mv = buf if isinstance(buf, memoryview) else memoryview(buf)
     end = max(start, min(end, len(mv)))
-    if command == 100:
-        return decode_polled(dialect, mv, start, end)
     n = end - start
     if command in EMPTY and not (command == 101 and dialect == "V"):
         if n == 0:
