@@ -79,7 +79,7 @@ def test_unusable_input_exit_2_and_reports_still_name_it(tmp_path):
     bogus.write_text("this is not a capture\n")
     missing = tmp_path / "missing.pcap"
     junit = tmp_path / "r.xml"
-    r = check(ERRS, bogus, missing, "--junit", junit)
+    r = check(ERRS, bogus, missing, "--junit", junit, "--html", tmp_path / "r.html", "--json", tmp_path / "r.json")
     assert r.exit_code == 2, r.output
     assert "Traceback" not in r.output
     err = r.stderr.strip().splitlines()
@@ -94,6 +94,11 @@ def test_unusable_input_exit_2_and_reports_still_name_it(tmp_path):
     assert isinstance(case.result[0], junitparser.Error)
     assert "not a pcap or pcapng capture" in case.result[0].message
     junit_schema().assertValid(etree.parse(str(junit)))
+    html = (tmp_path / "r.html").read_text()
+    assert "UNUSABLE INPUT:" in html and html.count("Unusable input: ") == 2
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["exit_code"] == 2
+    assert [c["error"] is not None for c in doc["captures"]] == [False, True, True]
 
 
 def test_bad_options_exit_2_one_line():
