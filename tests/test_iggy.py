@@ -369,3 +369,19 @@ def test_every_field_of_every_iggy_capture_is_in_the_catalogue() -> None:
     # Every name must be dotted snake_case (the catalogue refuses others): a repeated structure is one
     # list field with ``[i]`` elements, as the JSON contract says, never fields named ``x[0]``, ``x[1]``.
     assert missing == {}, f"not catalogued (or named per element): {sorted(missing)[:12]}"
+
+
+def test_a_v_conversation_joined_mid_stream_is_recognised_without_the_option() -> None:
+    items = session("V").items
+    conn = IggyConnection(True)
+    out: list = []
+    first = items[8]  # the SEND_MESSAGES request: start 100 bytes into it
+    out += conn.feed(first[0], first[1][100:], first[2])
+    for d, data, ts in items[9:]:
+        out += conn.feed(d, data, ts)
+    out += conn.end(9.0)
+    assert conn.framing == "vsr"
+    # The reply to the request the capture cut answers nothing known; the rest pairs as usual.
+    assert [f.command for f in frames(out)] == ["RESPONSE", "POLL_MESSAGES", "POLL_MESSAGES_RESPONSE",
+                                                "CREATE_STREAM", "CREATE_STREAM_RESPONSE"]
+    assert {f.id for f in all_findings(out)} == {"iggy.response.refused"}

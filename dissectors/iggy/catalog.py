@@ -15,7 +15,7 @@ from dissectors.iggy import responses as RS
 from dissectors.iggy import types as T
 from dissectors.iggy.commands import COMMANDS, REGISTER_REPLY, SEND_PAYLOAD, Maybe, Options
 from dissectors.kit.catalog import Catalog, int_type, snake
-from dissectors.schema import Array, F, Int, Prefixed, Rest, Struct, WireType
+from dissectors.schema import Array, F, Fixed, Int, Prefixed, Rest, Struct, WireType
 
 PROTOCOL = "iggy"
 COMMON: dict[str, tuple[str, str]] = {
@@ -66,7 +66,7 @@ class _Builder:
             self.add(path, int_type(t._st.format), t.doc, repeated)
         elif isinstance(t, Prefixed):
             self.add(path, "string" if t.text else "bytes", t.doc, repeated)
-        elif isinstance(t, Rest):
+        elif isinstance(t, Rest | Fixed):
             self.add(path, "bytes", t.doc, repeated)
         elif isinstance(t, Options | RS.Options):
             self.add(path, "uint32", "V options: typed key/value pairs", True)
@@ -135,6 +135,16 @@ class _Builder:
         for f in s.fields:
             self.wire(f"{prefix}.{f.name}" if prefix else f.name, f.type, repeated)
 
+    def message_list(self, path: str) -> None:
+        """A list of messages in any format (legacy, 56/64-byte headers, V's 48-byte headers)."""
+        self.add(path, "uint32", "The messages", True)
+        for header in M.FRAME_HEADER.values():
+            self.struct(path, header, True)
+        for name, typ in (("state", "uint8"), ("headers_length", "uint32"), ("payload", "bytes"),
+                          ("headers", "uint32"), ("headers.key", "string"), ("headers.key_kind", "uint8"),
+                          ("headers.kind", "uint8"), ("headers.value", "string"), ("headers.rest", "bytes")):
+            self.add(f"{path}.{name}", typ, "", True)
+
     def messages(self, prefix: str) -> None:
         """The fields of a decoded SEND_MESSAGES payload or POLL_MESSAGES response (every format)."""
         self.add(f"{prefix}.metadata_length", "uint32", "Bytes of stream, topic, partitioning and count")
@@ -146,13 +156,14 @@ class _Builder:
         self.add(f"{prefix}.current_offset", "uint64", "The partition's highest offset")
         self.add(f"{prefix}.index", "uint32", "Index table (position of each message's end)", True)
         self.struct(f"{prefix}.index", M.INDEX_ENTRY, True)
-        self.add(f"{prefix}.messages", "uint32", "The messages", True)
-        for header in M.FRAME_HEADER.values():
-            self.struct(f"{prefix}.messages", header, True)
-        for name, typ in (("state", "uint8"), ("headers_length", "uint32"), ("payload", "bytes"),
-                          ("headers", "uint32"), ("headers.key", "string"), ("headers.key_kind", "uint8"),
-                          ("headers.kind", "uint8"), ("headers.value", "string")):
-            self.add(f"{prefix}.messages.{name}", typ, "", True)
+        self.message_list(f"{prefix}.messages")
+        # V: one batch (sent) or several (polled), each a 256-byte header and its messages.
+        self.add(f"{prefix}.batches", "uint32", "V message batches", True)
+        self.struct(f"{prefix}.batches", M.BATCH_HEADER, True)
+        self.message_list(f"{prefix}.batches.messages")
+        self.add(f"{prefix}.batch", "struct", "V message batch (SEND_MESSAGES carries one)")
+        self.struct(f"{prefix}.batch", M.BATCH_HEADER, False)
+        self.message_list(f"{prefix}.batch.messages")
         self.add(f"{prefix}.rest", "bytes", "Bytes that could not be decoded")
 
 

@@ -41,7 +41,7 @@ from dissectors.iggy.commands import (
     Command,
 )
 from dissectors.iggy.dialects import CLASSIC, DIALECTS, accepts, from_sdk_version, order, unpack_version
-from dissectors.iggy.framing import REQUEST, RESPONSE, VSR, IggyFramer, detect
+from dissectors.iggy.framing import MIDSTREAM_DETECT, REQUEST, RESPONSE, VSR, IggyFramer, detect
 from dissectors.iggy.login import MACHINE
 from dissectors.iggy.status import CLIENT_MISTAKES, OK, UNSOLICITED, known, status_name, status_text
 from dissectors.iggy.types import Decoded
@@ -148,15 +148,15 @@ class IggyConnection(Connection):
         held = b"".join(p[1] for p in pending if p[0] == direction) + data
         pending.append([direction, data, ts])
         self.pending = pending
-        kind = detect(direction, held)
-        if kind is None and len(held) < DETECT_LIMIT:
+        kind = detect(direction, held, self.midstream)
+        if kind is None and len(held) < (MIDSTREAM_DETECT if self.midstream else DETECT_LIMIT):
             return []
         return self._decide(direction, held)
 
     def _decide(self, direction: str, held: bytes) -> list[Event]:
         """Fix the framing from ``held`` (the bytes of ``direction`` so far), then feed everything
         held, in the order it came."""
-        kind = detect(direction, held)
+        kind = detect(direction, held, self.midstream) or (REQUEST if direction == "c2s" else RESPONSE)
         self._start(kind == VSR)
         pending, self.pending = self.pending or [], None
         out: list[Event] = []
@@ -457,6 +457,7 @@ class IggyConnection(Connection):
         _reserved(frame, data, 209, 216, "padding")
         _reserved(frame, data, 220, 256, "reserved")
         assert self.pairs is not None
+        frame.command = "RESPONSE"  # until it is paired: <REQUEST>_RESPONSE
         pending = self.pairs.response("s2c", number)
         if pending is None and not self.lossy:
             frame.findings.append(R.UNKNOWN_REPLY(f"reply to request number {number} that matches no outstanding "
@@ -575,7 +576,7 @@ def _ver(v: int) -> str:
 
 def _u128(data: bytes, name: str, at: int) -> Field:
     v = int.from_bytes(data[at:at + 16], "little")
-    return Field(name, v, at, 16, f"{v:#034x}" if v else "0")
+    return Field(name, v, at, 16, f"{v:#034x}" if v else None)
 
 
 def _v_header(data: bytes) -> Field:

@@ -37,6 +37,17 @@ def v_plausible(buf: memoryview | bytes, i: int) -> bool:
     return V_HEADER <= size <= MAX_FRAME and buf[i + 60] in V_COMMANDS
 
 
+#: The V header commands a client connection carries (the replica-to-replica ones never reach it).
+CLIENT_COMMANDS = frozenset({1, 2, 3, 4, 5, 8, 13})
+
+
+def v_header(buf: memoryview | bytes, i: int) -> bool:
+    """A V header at ``i`` for certain: a client connection's command, a size within bounds, and its
+    66 reserved bytes (62..128) all zero."""
+    return (len(buf) - i >= 128 and buf[i + 60] in CLIENT_COMMANDS and v_plausible(buf, i)
+            and not any(buf[i + 62:i + 128]))
+
+
 def request_plausible(buf: memoryview | bytes, i: int) -> bool:
     length, code = _pair(buf, i)
     return 4 <= length <= MAX_FRAME and code in COMMANDS
@@ -49,19 +60,52 @@ def response_plausible(buf: memoryview | bytes, i: int) -> bool:
     return length <= MAX_FRAME and (status == 0 or (status in STATUS and length == 0))
 
 
-def detect(direction: str, buf: bytes) -> str | None:
+#: Bytes a conversation joined mid-stream may hold before its framing is decided: enough to find a
+#: V header after the tail of a large frame the capture missed the start of.
+MIDSTREAM_DETECT = 4096
+
+
+def detect(direction: str, buf: bytes, midstream: bool = False) -> str | None:
     """Classic or V framing from the first bytes of a conversation (None: wait for more).
 
     A V client frame starts with its zero checksum, which read as a classic request would be a
-    length of 0: no client sends that. A V server frame's checksum is no known status."""
+    length of 0: no client sends that. A V server frame's checksum is no known status. Mid-stream,
+    the bytes start inside some frame: a V header (with its zero reserved bytes) anywhere in the
+    first :data:`MIDSTREAM_DETECT` bytes decides for V."""
     if len(buf) < 8:
         return None
-    classic = request_plausible(buf, 0) if direction == "c2s" else response_plausible(buf, 0)
-    if classic:
-        return REQUEST if direction == "c2s" else RESPONSE
+    if direction == "c2s":
+        if request_plausible(buf, 0):
+            return REQUEST
+    else:
+        # A V reply whose checksum is zero reads as an empty classic OK: look at the header first.
+        if len(buf) >= 128 and v_header(buf, 0):
+            return VSR
+        if response_plausible(buf, 0):
+            whole = 8 + _pair(buf, 0)[1] == len(buf)
+            return RESPONSE if whole or len(buf) >= 128 else None
     if len(buf) < 64:
         return None
-    return VSR if v_plausible(buf, 0) else (REQUEST if direction == "c2s" else RESPONSE)
+    if v_plausible(buf, 0):
+        return VSR
+    if midstream:
+        for i in range(1, len(buf) - 128):
+            if v_header(buf, i):
+                return VSR
+        if len(buf) < MIDSTREAM_DETECT:
+            return None
+    return REQUEST if direction == "c2s" else RESPONSE
+    if len(buf) < 64:
+        return None
+    if v_plausible(buf, 0):
+        return VSR
+    if midstream:
+        for i in range(1, len(buf) - 128):
+            if v_plausible(buf, i) and not any(buf[i + 62:i + 128]):
+                return VSR
+        if len(buf) < MIDSTREAM_DETECT:
+            return None
+    return REQUEST if direction == "c2s" else RESPONSE
 
 
 @plain_state
@@ -116,15 +160,15 @@ class IggyFramer(Framer):
         n = len(buf)
         kind = self.kind
         first_maybe = -1
-        stop = min(n - (60 if kind == VSR else 7), pos + RESYNC_WINDOW)
-        plausible = v_plausible if kind == VSR else request_plausible if kind == REQUEST else response_plausible
+        stop = min(n - (127 if kind == VSR else 7), pos + RESYNC_WINDOW)
+        plausible = v_header if kind == VSR else request_plausible if kind == REQUEST else response_plausible
         for i in range(pos, max(stop, pos)):
             if not plausible(buf, i):
                 continue
             nxt = i + self._total(buf, i)
             if nxt == n:
                 return i, True
-            if nxt + (61 if kind == VSR else 8) <= n:
+            if nxt + (128 if kind == VSR else 8) <= n:
                 if plausible(buf, nxt):
                     return i, True
                 continue
