@@ -4,8 +4,8 @@ Positions are kept as 64-bit stream offsets (0 = the first byte after the SYN, o
 seen when the capture starts mid-connection), so 32-bit sequence wraparound costs nothing.
 
 A hole is declared lost (a :class:`Gap`) only when the capture cannot fill it any more: the peer
-acknowledged bytes beyond it while later data waits, the out-of-order buffer overflows, or the
-stream is flushed at the end. A hole the peer has not acknowledged may still be filled by a
+acknowledged bytes beyond it while later data waits, the out-of-order buffer overflows (in bytes,
+``max_buffer``, or in segments, one per ``SEGMENT_BYTES`` of it), or the stream is flushed at the end. A hole the peer has not acknowledged may still be filled by a
 retransmission, so it is waited for.
 
 Memory. An idle direction costs a few small objects: the out-of-order buffer exists only while
@@ -32,7 +32,8 @@ GAP = Rule("tcp.gap", Severity.WARNING, Category.CAPTURE,
 OVERLAP_MISMATCH = Rule("tcp.overlap_mismatch", Severity.WARNING, Category.CAPTURE,
                         "A retransmitted or overlapping TCP segment carries bytes that differ from the first copy")
 BUFFER_OVERFLOW = Rule("tcp.buffer_overflow", Severity.WARNING, Category.CAPTURE,
-                       "Out-of-order data exceeded the reassembly buffer; the hole was given up as lost")
+                       "Out-of-order data exceeded the reassembly buffer (bytes or segments); the hole was "
+                       "given up as lost")
 RULES: tuple[Rule, ...] = (GAP, OVERLAP_MISMATCH, BUFFER_OVERFLOW)
 
 MOD = 1 << 32
@@ -40,6 +41,11 @@ HALF = 1 << 31
 #: Delivered, unacknowledged bytes kept per direction to compare retransmissions with (trimmed
 #: when twice this size, so up to 2 x TAIL_KEEP while the peer acknowledges nothing).
 TAIL_KEEP = 16 * 1024
+#: Out-of-order segments that may wait behind a hole, beside the byte limit (``max_buffer``): one
+#: per this many bytes of it. A waiting segment costs about 250 bytes of bookkeeping whatever its
+#: size, so a flood of one-byte segments would otherwise hold a million entries (250 MB) under an
+#: 8 MiB byte limit; with the default limit this allows 131,072 segments (8 MiB in 64-byte segments).
+SEGMENT_BYTES = 64
 
 
 class Data(NamedTuple):
@@ -205,6 +211,11 @@ class StreamReassembler:
         elif rare.pending_bytes > self.max_buffer:
             out.append(Note(BUFFER_OVERFLOW(
                 f"{rare.pending_bytes} bytes waited behind a hole at offset {nxt}; limit {self.max_buffer}")))
+            self._lose(order[0], packet, ts, out)
+        elif len(order) > self.max_buffer // SEGMENT_BYTES:
+            out.append(Note(BUFFER_OVERFLOW(
+                f"{len(order)} segments waited behind a hole at offset {nxt}; limit "
+                f"{self.max_buffer // SEGMENT_BYTES} segments")))
             self._lose(order[0], packet, ts, out)
         return out
 

@@ -508,7 +508,7 @@ class Amqp091Connection(BaseConnection):
                 self._answer(d, 0, meth, frame)
             # The connection is gone: only a close of this side crossing the peer's still waits.
             self.corr.drop(o, lambda _k, _e: False)
-            self.corr.drop(d, lambda key, e: key == 0 and e[0] == "Connection.Close")
+            self.corr.retain(d, 0, "Connection.Close")
             for tr in (self.tracks or {}).values():
                 tr.unconfirmed.clear()
             self._silence().stopped = True

@@ -6,7 +6,7 @@ or to a queue of them (in order: a list whose first element is the index of the 
 that taking the oldest is O(1) without a deque, which JSON has no form for), each
 ``[name, ref, ts, extra]`` where ``ref`` is a :class:`~analyzer.api.FrameRef` (never the frame) and
 ``extra`` whatever small plain value the dissector needs back with the response. The number of
-outstanding requests is bounded: past ``limit`` the oldest are forgotten (reported once through
+outstanding requests is bounded: past ``limit`` the oldest (roughly: see ``_forget_oldest``) are forgotten (reported once through
 ``limit_rule``) and the "unanswered" check is skipped for the direction, which can no longer tell.
 """
 
@@ -74,6 +74,8 @@ class Correlator:
             else:
                 self.s2c = rec
         table = rec[0]
+        if len(rec) > 3:
+            del rec[3]  # what :meth:`retain` left is no longer all there is
         finding = None
         entry = [name, ref, ts, extra]
         if self.ordered:
@@ -154,8 +156,9 @@ class Correlator:
                 self._release(direction)
 
     def drop(self, direction: str, keep: Callable[[Hashable, Pending], bool]) -> None:
-        """Forget the requests of ``direction`` for which ``keep`` is false. Visits every request:
-        for one key, :meth:`forget` is O(1)."""
+        """Forget the requests of ``direction`` for which ``keep`` is false. Visits every request,
+        so it is for events that happen once (a connection closing), never for every frame: for
+        one key, :meth:`forget` is O(1); for a repeatable event, :meth:`retain`."""
         rec = self.c2s if direction == "c2s" else self.s2c
         if rec is None:
             return
@@ -174,6 +177,20 @@ class Correlator:
                 rec[1] -= 1
         if not rec[1]:
             self._release(direction)
+
+    def retain(self, direction: str, key: Hashable, name: str) -> None:
+        """Forget every request of ``direction`` but those named ``name`` under ``key`` (what stays
+        outstanding once a connection is closing). Calling it again before ``direction`` makes a
+        new request costs nothing: a peer repeating the event that calls it (40,000 close-oks
+        against 40,000 closes) must not make each call visit every request again."""
+        rec = self.c2s if direction == "c2s" else self.s2c
+        if rec is None or (len(rec) > 3 and rec[3] == [key, name]):
+            return
+        self.drop(direction, lambda k, e: k == key and e[0] == name)
+        rec = self.c2s if direction == "c2s" else self.s2c
+        if rec is not None:
+            del rec[3:]
+            rec.append([key, name])
 
     def clear(self) -> None:
         for d in ("c2s", "s2c"):
@@ -220,7 +237,12 @@ class Correlator:
     def _forget_oldest(self, rec: list) -> None:
         table = rec[0]
         if self.ordered:
-            key = min(table, key=lambda k: table[k][table[k][0] + 1][2])
+            # The head of the key that has been outstanding longest (dicts keep insertion order,
+            # and a key leaves the table when its queue empties). Not always the single oldest
+            # request: that would need a scan of every key per request past the limit (quadratic
+            # for a flood over many channels), and past the limit the direction is no longer
+            # judged for unanswered requests, so nothing depends on which one goes.
+            key = next(iter(table))
             queue = table[key]
             _pop_oldest(queue)
             if len(queue) == 1:
