@@ -292,27 +292,10 @@ def inspect(
     """
     paths = _inputs(capture, read)
     analyzer = _analyzer(decode_as, idle_timeout, option, dialect)
-    for p in protocol:
-        if p not in analyzer.dissectors:
-            raise fail(f"unknown protocol {p!r} (known: {', '.join(sorted(analyzer.dissectors))})")
-    for n in flow:
-        if n < 1:
-            raise fail(f"--flow must be a conversation number from 1 (see `streamproto flows`), not {n}")
-    if max_frames is not None and max_frames < 0:
-        raise fail(f"--max-frames must be 0 or more, not {max_frames}")
-    if max_value_size < 0:
-        raise fail(f"--max-value-size must be 0 (no limit) or more, not {max_value_size}")
-    try:
-        clock = Clock(time_format)
-    except ValueError as exc:
-        raise fail(f"-t: {exc}") from None
-    if tree:
-        format = Format.tree
-    dfilter = _compile_filter(display_filter, analyzer)
-    set_max_value(max_value_size)
-    display = Display(analyzer, format, capture=paths[0] if len(paths) == 1 else paths, hexdump=hex, clock=clock,
-                      flows=flow, protocols=protocol, dfilter=dfilter, only_findings=only_findings,
-                      max_frames=max_frames, quiet=quiet)
+    display = Display.from_options(
+        analyzer, capture=paths[0] if len(paths) == 1 else paths, display_filter=display_filter, format=format,
+        tree=tree, flow=flow, protocol=protocol, max_frames=max_frames, hex=hex, time_format=time_format,
+        only_findings=only_findings, quiet=quiet, max_value_size=max_value_size)
     events, error = _run(analyzer, paths)
     linker = Linker(_locate(analyzer))
 
@@ -384,6 +367,32 @@ class Display:
         else:
             on_frame, on_finding = tree_view.frame, tree_view.finding
         self.on_frame, self.on_finding = on_frame, on_finding
+
+    @classmethod
+    def from_options(cls, analyzer: Analyzer, *, capture: Any, display_filter: str | None, format: Format,
+                     tree: bool, flow: Sequence[int], protocol: Sequence[str], max_frames: int | None, hex: bool,
+                     time_format: str, only_findings: bool, quiet: bool, max_value_size: int) -> Display:
+        """The display the options ask for, each option checked (one line and exit 2 when wrong)."""
+        for p in protocol:
+            if p not in analyzer.dissectors:
+                raise fail(f"unknown protocol {p!r} (known: {', '.join(sorted(analyzer.dissectors))})")
+        for n in flow:
+            if n < 1:
+                raise fail(f"--flow must be a conversation number from 1 (see `streamproto flows`), not {n}")
+        if max_frames is not None and max_frames < 0:
+            raise fail(f"--max-frames must be 0 or more, not {max_frames}")
+        if max_value_size < 0:
+            raise fail(f"--max-value-size must be 0 (no limit) or more, not {max_value_size}")
+        try:
+            clock = Clock(time_format)
+        except ValueError as exc:
+            raise fail(f"-t: {exc}") from None
+        if tree:
+            format = Format.tree
+        dfilter = _compile_filter(display_filter, analyzer)
+        set_max_value(max_value_size)
+        return cls(analyzer, format, capture=capture, hexdump=hex, clock=clock, flows=flow, protocols=protocol,
+                   dfilter=dfilter, only_findings=only_findings, max_frames=max_frames, quiet=quiet)
 
     def _wanted_finding(self, f: Finding) -> bool:
         if self.flows_wanted and f.flow not in self.flows_wanted:
