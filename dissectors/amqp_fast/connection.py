@@ -184,6 +184,7 @@ class AmqpFastConnection(BaseConnection):
             if side.due and frag is not None:
                 out.append(R.FRAMING_INCOMPLETE(f"{d}: the capture ends {frag[3]} octets into a {frag[2]}-octet message "
                                                 f"fragment at stream offset {frag[1]}", command=FRAGMENT))
+                self.msgs(d).drop(frag[0])  # its message is cut short by the same end: one finding
         if not self.midstream:
             f = CONNECTION.at_end(self.hs, "the connection")
             if f is not None:
