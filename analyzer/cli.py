@@ -52,6 +52,21 @@ class _OneLineErrors(TyperGroup):
     """Usage errors as one plain line (``streamproto: ...``, exit 2), not typer's boxed panels,
     on a terminal and in a pipe alike."""
 
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        cmd = super().get_command(ctx, name)
+        if cmd is not None and not getattr(cmd, "_plain_help", False):
+            # Plain, man-page-like help: typer escapes "[default: x]" for rich even when rich
+            # formatting is off, which would show as "\[default: x]".
+            original = cmd.format_help
+
+            def format_help(ctx: click.Context, formatter: click.HelpFormatter) -> None:
+                original(ctx, formatter)
+                formatter.buffer[:] = [text.replace("\\[", "[") for text in formatter.buffer]
+
+            cmd.format_help = format_help  # type: ignore[method-assign]
+            cmd._plain_help = True  # type: ignore[attr-defined]
+        return cmd
+
     def main(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False
         try:
