@@ -162,6 +162,12 @@ def test_an_eviction_for_the_clients_release_is_a_version_finding() -> None:
     assert ids(events) == ["iggy.login.protocol_version", "iggy.vsr.eviction"]
 
 
+def test_the_limit_capture_gives_one_finding_through_the_engine() -> None:
+    events = list(analyze_file(str(SYNTHETIC / "rule_limit_exceeded.pcap.gz")))
+    assert ids(events) == ["iggy.limit.exceeded"]
+    assert sum(1 for e in events if isinstance(e, Frame)) == 100_001 + 4
+
+
 def test_too_many_outstanding_requests_are_one_finding() -> None:
     conn = IggyConnection(False)
     for d, data, ts in opened("C").items:

@@ -477,3 +477,9 @@ ANOMALIES = {
     "iggy.response.refused": _a_refused, "iggy.response.unknown_status": _a_unknown_status,
     "iggy.vsr.eviction": _a_eviction,
 }
+
+
+def limit_anomaly(outstanding: int = 100_001) -> Script:
+    """``iggy.limit.exceeded``: more requests outstanding than the connection remembers (100,000),
+    pipelined PINGs that are never answered. Kept out of :data:`ANOMALIES`: it is big to replay."""
+    return opened().c(request("PING") * outstanding)
