@@ -385,3 +385,16 @@ def test_a_v_conversation_joined_mid_stream_is_recognised_without_the_option() -
     assert [f.command for f in frames(out)] == ["RESPONSE", "POLL_MESSAGES", "POLL_MESSAGES_RESPONSE",
                                                 "CREATE_STREAM", "CREATE_STREAM_RESPONSE"]
     assert {f.id for f in all_findings(out)} == {"iggy.response.refused"}
+
+
+def test_decode_as_and_heuristics_on_another_port(tmp_path: Path) -> None:
+    path = tmp_path / "other_port.pcap"
+    session("C").pcap(str(path), port=9999)
+    by_heuristic = [e for e in analyze_file(str(path)) if isinstance(e, Frame)]
+    assert by_heuristic and {f.protocol for f in by_heuristic} == {"iggy"}
+    forced = [e for e in analyze_file(str(path), decode_as={9999: "iggy"}) if isinstance(e, Frame)]
+    assert [f.info for f in forced] == [f.info for f in by_heuristic]
+    assert forced[-1].dialect == "C"
+    v = tmp_path / "v_other_port.pcap"
+    session("V").pcap(str(v), port=9998)
+    assert {e.dialect for e in analyze_file(str(v)) if isinstance(e, Frame)} == {"V"}
