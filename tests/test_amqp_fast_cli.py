@@ -10,6 +10,7 @@ from pathlib import Path
 
 from analyzer.pcapwrite import TcpConversation, write_capture
 from dissectors.amqp_fast import encode as E
+from dissectors.amqp_fast.rules import ALL_RULES
 from dissectors.amqp_fast.wire import Encoding
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -103,6 +104,6 @@ def test_protocols_rules_and_fields() -> None:
     ours = {x["id"]: x for x in rules if x["id"].startswith("amqp_fast.")}
     assert ours["amqp_fast.fragment.short"]["severity"] == "error"
     assert ours["amqp_fast.framing.resync"]["category"] == "malformed"
-    assert len(ours) == 49
+    assert len(ours) == len(ALL_RULES) == 50
     fields = streamproto("fields", "amqp_fast").stdout
     assert "amqp_fast.connection.tune.frame_max" in fields and "amqp_fast.message.fragment.head.expiration" in fields

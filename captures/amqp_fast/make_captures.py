@@ -451,6 +451,15 @@ def priority() -> E.Script:
     return _closed(s)
 
 
+def heartbeat_silence() -> E.Script:
+    s = _open(heartbeat=2)
+    for i in range(8):  # the client pings every 1.5 s; the server answers twice, then falls silent
+        s.c(C("CONNECTION PING", respond=True), dt=1.5)
+        if i < 2:
+            s.sc("CONNECTION PING", respond=False)
+    return s
+
+
 def reply_error() -> E.Script:
     s = _open()
     s.sc("CHANNEL CLOSE", channel_id=1, reply_code=542, reply_text="invalid message contents")
@@ -516,17 +525,23 @@ RULES: dict[str, tuple[Callable[[], E.Script], list[tuple[str, str | None]]]] = 
     "fragment_long": (fragment_long, [("fragment.long", "MESSAGE FRAGMENT")]),
     "message_streaming": (streaming, [("message.streaming", "HANDLE SEND")]),
     "message_priority": (priority, [("message.priority", "MESSAGE FRAGMENT")]),
+    "heartbeat_silence": (heartbeat_silence, [("heartbeat.silence", None)]),
     "reply_error": (reply_error, [("reply.error", "CHANNEL CLOSE")]),
     "reply_unknown_code": (reply_unknown, [("reply.unknown_code", "HANDLE CLOSE")]),
 }
 
 
 def conversation(script: E.Script, index: int = 0) -> TcpConversation:
-    """The script as one TCP connection (client port by index), each step its own segments."""
+    """The script as one TCP connection (client port by index), each step its own segments; a pause
+    of the script (a step more than a second after the one before) is a pause of the capture."""
     conv = TcpConversation(("10.30.18.2", 41000 + index), ("10.30.18.1", PORT), ts=1_767_225_600.0 + index,
                            step=0.0005)
     conv.handshake()
-    for direction, data, _ts in script.steps:
+    before = 0.0
+    for direction, data, ts in script.steps:
+        if ts - before > 1.0:
+            conv.ts += ts - before
+        before = ts
         conv.send(str(direction), data)
     conv.close()
     return conv

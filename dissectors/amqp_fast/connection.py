@@ -37,6 +37,7 @@ from dissectors.amqp_fast.wire import Encoding
 from dissectors.kit.correlate import Correlator
 from dissectors.kit.state import plain_state
 from dissectors.kit.state import snapshot as kit_snapshot
+from dissectors.kit.timers import Silence
 
 _OTHER = {"c2s": "s2c", "s2c": "c2s"}
 C2S, S2C = Direction.C2S, Direction.S2C
@@ -54,7 +55,7 @@ def encoding(settings: dict[str, str]) -> Encoding:
 @plain_state
 class AmqpFastConnection(BaseConnection):
     __slots__ = ("settings", "midstream", "ts", "side_c2s", "side_s2c", "msgs_c2s", "msgs_s2c", "hs", "foreign",
-                 "client_version", "server_tune", "frame_max", "chans", "handles", "corr", "order", "over",
+                 "client_version", "server_tune", "frame_max", "chans", "handles", "corr", "order", "over", "silence",
                  "enc", "_measure", "_resync")
     TRANSIENT = ("enc", "_measure", "_resync")
 
@@ -80,6 +81,8 @@ class AmqpFastConnection(BaseConnection):
         #: HANDLE QUERY -> INDEX and HANDLE PREPARE -> READY, in order per handle.
         self.order = Correlator.in_order()
         self.over: tuple[str, ...] = ()
+        #: Heartbeat silence: None until the client's TUNE asks for heartbeats (most never do).
+        self.silence: Silence | None = None
         self._rebuild()
 
     def _rebuild(self) -> None:
@@ -108,6 +111,10 @@ class AmqpFastConnection(BaseConnection):
         # A fragment of the peer still waiting for what follows it: the peer's stream held nothing
         # more when this side went on, so nothing more belongs to the fragment (the peer's octets
         # that come later are judged as commands). This keeps a message's frame before the answer to it.
+        silence = self.silence
+        if silence is not None:
+            out.extend(silence.due(ts, R.HEARTBEAT_SILENCE))  # when no tick came in time
+            silence.seen(d, ts)
         peer = self.side(d.other)
         if peer.after == "ok" or (peer.after == "check" and not len(peer.queue)):
             out.extend(self._pending(d.other))
@@ -172,10 +179,18 @@ class AmqpFastConnection(BaseConnection):
         side.after, side.tail = "", b""
         return []
 
+    def tick(self, ts: float) -> Iterable[Event]:
+        return self.silence.due(ts, R.HEARTBEAT_SILENCE) if self.silence is not None else ()
+
+    def deadline(self) -> float | None:
+        return self.silence.deadline() if self.silence is not None else None
+
     def end(self, ts: float) -> Iterable[Event]:
         out: list[Event] = []
         if self.foreign:
             return out
+        if self.silence is not None:
+            out.extend(self.silence.due(ts, R.HEARTBEAT_SILENCE))
         for d in (C2S, S2C):
             side = self.side(d)
             out.extend(self._pending(d))
@@ -281,10 +296,13 @@ class AmqpFastConnection(BaseConnection):
                                                     command=name, field="version"))
         elif name == "CONNECTION TUNE" and "frame_max" in values:
             self._tune(d, values, frame)
-        elif name == "CONNECTION CLOSE" and d == "s2c":
-            # The server closes the connection: it confirms nothing more.
-            self.corr.drop("c2s", lambda _k, _e: False)
-            self.order.drop("c2s", lambda _k, _e: False)
+        elif name == "CONNECTION CLOSE":
+            if self.silence is not None:
+                self.silence.stopped = True  # silence is expected from now on
+            if d == "s2c":
+                # The server closes the connection: it confirms nothing more.
+                self.corr.drop("c2s", lambda _k, _e: False)
+                self.order.drop("c2s", lambda _k, _e: False)
 
     def _tune(self, d: str, values: dict[str, Any], frame: Frame) -> None:
         fm, ch, hm = values["frame_max"], values.get("channel_max", 0), values.get("handle_max", 0)
@@ -301,6 +319,12 @@ class AmqpFastConnection(BaseConnection):
                     problems.append(f"{label} {mine} is above the server's {theirs}")
         if problems:
             frame.findings.append(R.HANDSHAKE_TUNE("; ".join(problems), command="CONNECTION TUNE"))
+        heartbeat = values.get("heartbeat", 0)
+        if d == "c2s" and heartbeat and self.hs not in ("closed", *CLOSING.values()):
+            # Each side asks for the heartbeat it needs; the client's TUNE settles it (§3.2.5).
+            if self.silence is None:
+                self.silence = Silence()
+            self.silence.start(heartbeat, self.ts)
         if fm:
             self.frame_max = fm
             cap = min(max(fm * 4, DEFAULT_CAP), MAX_CAP)

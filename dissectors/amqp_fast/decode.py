@@ -153,8 +153,13 @@ def info(name: str, cmd: Command | None, values: dict[str, Any]) -> str:
             continue
         if optional and not any(values[k] for k in keys):
             continue
-        parts.append(fmt.format(**{k: _text(values[k]) for k in keys}))
+        parts.append(fmt.format(**{k: _short(_text(values[k])) for k in keys}))
     return " ".join(parts)
+
+
+def _short(text: str, limit: int = 64) -> str:
+    """A value as the Info line shows it: long ones cut (the field tree has them whole)."""
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def message_head(buf: bytes, enc: Encoding) -> tuple[list[Field], int] | None:

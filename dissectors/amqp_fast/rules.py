@@ -112,6 +112,9 @@ FRAGMENT_LONG = _own("fragment.long", S.ERROR, C.SIZE,
 STREAMING = _own("message.streaming", S.WARNING, C.VALUE,
                  "A streaming fragment with recovery set, partial clear or a non-zero body-size")
 PRIORITY = _own("message.priority", S.WARNING, C.VALUE, "A message priority above 9")
+# --- heartbeat (§2.2.12, §3.2.7) ------------------------------------------------------------------
+HEARTBEAT_SILENCE = _family(K.HEARTBEAT_SILENCE, "A side sent nothing for longer than twice the heartbeat of "
+                                                 "the client's CONNECTION TUNE")
 # --- reply codes (§2.2.10) ------------------------------------------------------------------------
 REPLY_ERROR = _own("reply.error", S.WARNING, C.RESPONSE,
                    "A REPLY or CLOSE with an error reply code (first digit 4 or 5)")
