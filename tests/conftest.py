@@ -11,6 +11,7 @@ import pytest
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "tshark: compares with tshark (Wireshark); needs the tshark program")
+    config.addinivalue_line("markers", "spark: runs Spark in local mode; needs Java 17 and pyspark")
     for name, (program, _) in PROGRAMS.items():
         config.addinivalue_line("markers", f"{name}: needs the {program} program")
 
@@ -20,6 +21,7 @@ PROGRAMS = {"chromium": ("chromium", "chromium"), "rabbitmq": ("rabbitmq-server"
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
+    _require_spark(item)
     for name, (program, package) in PROGRAMS.items():
         if item.get_closest_marker(name) is not None and not shutil.which(program):
             if os.environ.get("CI"):
@@ -30,3 +32,20 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if os.environ.get("CI"):
         pytest.fail("tshark is not installed, and CI must run the Wireshark comparisons (.ci/run installs it)")
     pytest.skip("tshark is not installed (apt-get install tshark); the Wireshark comparisons need it")
+
+
+def _require_spark(item: pytest.Item) -> None:
+    """Tests marked ``spark`` run the pipeline's Spark engine in local mode: as for tshark, a skip
+    with the reason without Java or pyspark, a failure in CI (.ci/run installs both)."""
+    if item.get_closest_marker("spark") is None:
+        return
+    import importlib.util
+
+    missing = [what for what, ok in (("java (apt-get install openjdk-17-jre-headless)", shutil.which("java")),
+                                     ("pyspark (pip install '.[spark]')", importlib.util.find_spec("pyspark")))
+               if not ok]
+    if not missing:
+        return
+    if os.environ.get("CI"):
+        pytest.fail(f"{' and '.join(missing)} missing, and CI must run the Spark tests (.ci/run installs them)")
+    pytest.skip(f"{' and '.join(missing)} missing: the Spark tests need them")
