@@ -870,3 +870,5 @@ register(app)
 from analyzer.pipeline_cli import register as register_pipeline  # noqa: E402
 
 register_pipeline(app)
+from analyzer.live_cli import register as register_live  # noqa: E402, I001
+register_live(app)
