@@ -183,3 +183,34 @@ def test_confirmations_are_paired_with_their_reply() -> None:
         if r.command.endswith("REPLY"):
             assert asked.get("confirm_tag") == r.get("confirm_tag")
             assert asked.command.split()[0] == r.command.split()[0]
+
+
+def test_a_message_comes_before_the_answer_to_it() -> None:
+    """The frame of a message's last fragment waits for what follows it on its side (to tell a
+    fragment shorter or longer than its fragment-size), but no longer than until the peer speaks."""
+    conn = AmqpFastDissector().connection(False)
+    order: list[str] = []
+    for d, data, ts in MK.session().steps:
+        order += [e.info for e in conn.feed(d, data, ts) if isinstance(e, Frame)]
+    last = next(i for i, x in enumerate(order) if x.startswith("MESSAGE FRAGMENT") and "339 octets" in x)
+    assert order[last + 1] == "CHANNEL ACK channel=1 message=41"
+    assert order[last - 1].startswith("HANDLE NOTIFY handle=1 message=41 fragment=39 partial=0")
+
+
+def test_a_restarted_transfer_continues_from_where_the_peer_stopped() -> None:
+    """HANDLE PREPARE carries the head only; the peer already holds 1000 body octets (HANDLE READY),
+    so the HANDLE SEND with recovery carries the last 2000 and completes the message."""
+    body = bytes(3000)
+    s = E.Script().negotiate().open_channel(1, restartable=True).open_handle(1, 1)
+    head = E.head(len(body), identifier="big.iso")
+    s.cc("HANDLE PREPARE", handle_id=1, fragment_size=len(head), content_hash="")
+    s.c(head)
+    s.sc("HANDLE READY", handle_id=1, message_size=1000)
+    s.cc("HANDLE SEND", handle_id=1, fragment_size=2000, recovery=True)
+    s.c(body[1000:])
+    s.close()
+    assert run(s) == []
+    conn = AmqpFastDissector().connection(False)
+    frames = [e for d, data, ts in s.steps for e in conn.feed(d, data, ts) if isinstance(e, Frame)]
+    done = [f for f in frames if "[message" in f.info]
+    assert len(done) == 1 and f"[message {len(head) + 3000} octets in 2 fragments" in done[0].info
