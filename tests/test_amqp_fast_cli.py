@@ -104,6 +104,6 @@ def test_protocols_rules_and_fields() -> None:
     ours = {x["id"]: x for x in rules if x["id"].startswith("amqp_fast.")}
     assert ours["amqp_fast.fragment.short"]["severity"] == "error"
     assert ours["amqp_fast.framing.resync"]["category"] == "malformed"
-    assert len(ours) == len(ALL_RULES) == 50
+    assert len(ours) == len(ALL_RULES) == 53
     fields = streamproto("fields", "amqp_fast").stdout
     assert "amqp_fast.connection.tune.frame_max" in fields and "amqp_fast.message.fragment.head.expiration" in fields

@@ -264,6 +264,26 @@ def handshake_version() -> E.Script:
     return s
 
 
+def handshake_mechanism() -> E.Script:
+    s = E.Script()
+    s.c(E.initiation())
+    s.sc("CONNECTION CHALLENGE", version=1, mechanisms="PLAIN TLS")
+    s.cc("CONNECTION RESPONSE", mechanism="KERBEROS_V4", responses=b"ticket")
+    s.sc("CONNECTION CLOSE", reply_code=200, reply_text="Ok")
+    s.cc("CONNECTION CLOSE", reply_code=200, reply_text="Ok")
+    return s
+
+
+def channel_too_many() -> E.Script:
+    s = E.Script().negotiate(channel_max=2).open_channel(1).open_channel(2).open_channel(3)
+    return _closed(s)
+
+
+def handle_too_many() -> E.Script:
+    s = E.Script().negotiate(handle_max=1).open_channel(1).open_handle(1, 1).open_handle(1, 2, dest="queue.b")
+    return _closed(s)
+
+
 def handshake_tune() -> E.Script:
     return _closed(_open(frame_max=8192, client_frame_max=16384))
 
@@ -496,6 +516,9 @@ RULES: dict[str, tuple[Callable[[], E.Script], list[tuple[str, str | None]]]] = 
     "handshake_open_before_tune": (open_before_tune, [("handshake.open_before_tune", "CONNECTION OPEN")]),
     "handshake_incomplete": (handshake_incomplete, [("handshake.incomplete", None)]),
     "handshake_version": (handshake_version, [("handshake.version", "CONNECTION CHALLENGE")]),
+    "handshake_mechanism": (handshake_mechanism, [("handshake.mechanism", "CONNECTION RESPONSE")]),
+    "channel_too_many": (channel_too_many, [("channel.too_many", "CHANNEL OPEN")]),
+    "handle_too_many": (handle_too_many, [("handle.too_many", "HANDLE OPEN")]),
     "handshake_tune": (handshake_tune, [("handshake.tune", "CONNECTION TUNE")]),
     "flow_never_expected": (never_expected, [("flow.never_expected", "CONNECTION RESPONSE")]),
     "connection_after_close": (connection_after_close, [("connection.after_close", "CHANNEL ACK")]),

@@ -12,6 +12,7 @@ The whole state is plain data, the dissector's settings included: :meth:`snapsho
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 from typing import Any
 
@@ -55,7 +56,8 @@ def encoding(settings: dict[str, str]) -> Encoding:
 @plain_state
 class AmqpFastConnection(BaseConnection):
     __slots__ = ("settings", "midstream", "ts", "side_c2s", "side_s2c", "msgs_c2s", "msgs_s2c", "hs", "foreign",
-                 "client_version", "server_tune", "frame_max", "chans", "handles", "corr", "order", "over", "silence",
+                 "client_version", "server_tune", "frame_max", "limits", "mechanisms", "chans", "handles", "corr", "order",
+                 "over", "silence",
                  "enc", "_measure", "_resync")
     TRANSIENT = ("enc", "_measure", "_resync")
 
@@ -72,6 +74,8 @@ class AmqpFastConnection(BaseConnection):
         self.client_version = 0
         self.server_tune: list[int] | None = None  # the server's [frame-max, channel-max, handle-max]
         self.frame_max = 0  # negotiated (0: not yet)
+        self.limits = (0, 0)  # negotiated (channel-max, handle-max); 0: unlimited
+        self.mechanisms: str | None = None  # the server's last offer
         #: channel -> [state, transacted, restartable]
         self.chans: dict[int, list] = {}
         #: handle -> [state, channel, temporary, consuming or browsing]
@@ -294,6 +298,13 @@ class AmqpFastConnection(BaseConnection):
             if isinstance(version, int) and self.client_version and version > self.client_version:
                 findings.append(R.HANDSHAKE_VERSION(f"version {version} is above the client's {self.client_version}",
                                                     command=name, field="version"))
+            offer = values.get("mechanisms")
+            self.mechanisms = sys.intern(offer) if isinstance(offer, str) else None
+        elif name == "CONNECTION RESPONSE":
+            chosen = values.get("mechanism")
+            if self.mechanisms is not None and isinstance(chosen, str) and chosen not in self.mechanisms.split():
+                findings.append(R.HANDSHAKE_MECHANISM(f"mechanism {chosen!r} is not one of the offered "
+                                                      f"{self.mechanisms!r}", command=name, field="mechanism"))
         elif name == "CONNECTION TUNE" and "frame_max" in values:
             self._tune(d, values, frame)
         elif name == "CONNECTION CLOSE":
@@ -325,6 +336,7 @@ class AmqpFastConnection(BaseConnection):
             if self.silence is None:
                 self.silence = Silence()
             self.silence.start(heartbeat, self.ts)
+        self.limits = (ch, hm)  # the server's proposal, then what the client settles on
         if fm:
             self.frame_max = fm
             cap = min(max(fm * 4, DEFAULT_CAP), MAX_CAP)
@@ -370,7 +382,8 @@ class AmqpFastConnection(BaseConnection):
         if name == "CHANNEL OPEN":
             if ch == 0:
                 frame.findings.append(R.CHANNEL_ZERO("CHANNEL OPEN of channel 0", command=name, field="channel_id"))
-            self._step_channel(d, ch, name, frame, name)
+            if self._step_channel(d, ch, name, frame, name) != LIVE:
+                self._count_open(self.chans, self.limits[0], R.CHANNEL_MAX, "channels", "channel-max", frame)
             rec = self.chans.get(ch)
             if rec is not None and d == "c2s":
                 rec[1], rec[2] = bool(values.get("transacted")), bool(values.get("restartable"))
@@ -408,6 +421,8 @@ class AmqpFastConnection(BaseConnection):
         rec[0] = nxt
         if name == "HANDLE OPEN":
             rec[1], rec[2], rec[3] = values.get("channel_id"), bool(values.get("temporary")), False
+            if state != LIVE:
+                self._count_open(self.handles, self.limits[1], R.HANDLE_MAX, "handles", "handle-max", frame)
             return
         ch = rec[1]
         if ch is not None and rule is None:
@@ -448,6 +463,13 @@ class AmqpFastConnection(BaseConnection):
                 self.msgs(_OTHER[d]).ready(key, h, size)
         if cmd.data and "fragment_size" in values:
             self._message(d, cmd, h, key, values, frame)
+
+    def _count_open(self, table: dict[int, list], limit: int, rule: Any, what: str, label: str, frame: Frame) -> None:
+        """After an OPEN: more of ``what`` open at once than the negotiated ``limit`` (0: unlimited)?"""
+        if limit and len(table) > limit:
+            live = sum(1 for rec in table.values() if rec[0] != CLOSED)
+            if live > limit:
+                frame.findings.append(rule(f"{live} {what} open at once, {label} is {limit}", command=frame.command))
 
     def _handle_forgotten(self, h: int) -> None:
         for d in ("c2s", "s2c"):

@@ -50,6 +50,8 @@ HANDSHAKE_INCOMPLETE = _family(K.HANDSHAKE_INCOMPLETE,
                                "The conversation ended before CONNECTION OPEN (and neither side closed it)")
 HANDSHAKE_VERSION = _own("handshake.version", S.ERROR, C.HANDSHAKE,
                          "CONNECTION CHALLENGE agrees on a version higher than the client's")
+HANDSHAKE_MECHANISM = _own("handshake.mechanism", S.ERROR, C.HANDSHAKE,
+                           "CONNECTION RESPONSE picks a mechanism the server's CHALLENGE did not offer")
 HANDSHAKE_TUNE = _own("handshake.tune", S.ERROR, C.VALUE,
                       "The client's TUNE asks for more than the server's, or a frame-max below 1024")
 NEVER_EXPECTED = _own("flow.never_expected", S.ERROR, C.SEQUENCE,
@@ -71,6 +73,8 @@ CHANNEL_CLOSE_UNANSWERED = _own("channel.close_unanswered", S.WARNING, C.SEQUENC
                                 "CHANNEL CLOSE never answered by a CHANNEL CLOSE")
 CHANNEL_NOT_TRANSACTED = _own("channel.not_transacted", S.ERROR, C.SEQUENCE,
                               "CHANNEL COMMIT or ROLLBACK on a channel not opened as transacted")
+CHANNEL_MAX = _own("channel.too_many", S.ERROR, C.VALUE,
+                   "More channels open at once than the channel-max of CONNECTION TUNE")
 CHANNEL_ZERO = _own("channel.zero", S.ERROR, C.VALUE, "CHANNEL OPEN of channel 0 (must be greater than zero)")
 NOT_RESTARTABLE = _own("channel.not_restartable", S.ERROR, C.SEQUENCE,
                        "HANDLE PREPARE on a channel not opened as restartable")
@@ -82,6 +86,8 @@ HANDLE_AFTER_CLOSE = _own("handle.after_close", S.ERROR, C.SEQUENCE,
                           "A command other than HANDLE CLOSE on a handle its sender is closing")
 HANDLE_CLOSE_UNANSWERED = _own("handle.close_unanswered", S.WARNING, C.SEQUENCE,
                                "HANDLE CLOSE never answered by a HANDLE CLOSE")
+HANDLE_MAX = _own("handle.too_many", S.ERROR, C.VALUE,
+                  "More handles open at once than the handle-max of CONNECTION TUNE")
 SERVICE_TYPE = _own("handle.service_type", S.ERROR, C.VALUE,
                     "HANDLE OPEN with a service type other than 1 (queue), 2 (topic), 3 (peer)")
 NOTIFY_UNREQUESTED = _own("handle.notify_unrequested", S.WARNING, C.SEQUENCE,
