@@ -147,14 +147,18 @@ def info(name: str, cmd: Command | None, values: dict[str, Any]) -> str:
     if cmd is None:
         return name
     parts = [name]
-    for fmt, optional in cmd.info:
-        keys = [k.split("}")[0] for k in fmt.split("{")[1:]]
+    for fmt, keys, optional in _INFO[cmd.code]:
         if any(k not in values for k in keys):
             continue
         if optional and not any(values[k] for k in keys):
             continue
         parts.append(fmt.format(**{k: _short(_text(values[k])) for k in keys}))
     return " ".join(parts)
+
+
+#: Per command: its Info pieces with the fields each names, worked out once.
+_INFO = {c.code: [(fmt, [k.split("}")[0] for k in fmt.split("{")[1:]], optional) for fmt, optional in c.info]
+         for c in BY_CODE.values()}
 
 
 def _short(text: str, limit: int = 64) -> str:

@@ -151,17 +151,19 @@ class Side(Framer):
         none does, a fragment shorter than its fragment-size shows as a command that began inside
         it (and ends here or later), a longer one as octets before the next well-formed command.
         None: neither explains it, measure as usual."""
-        verdict = believable(buf, pos, enc, self.cap)
+        # A known type with its command-end in place is taken for the command it looks like (its
+        # fields are the decoder's business); only when that fails are the fragment's bounds doubted.
         hs, size = header(buf, pos)
-        if verdict > 0:
-            self.after = "ok"
-            return verdict
-        if verdict == 0 and (hs == 0 or len(buf) - pos <= hs or buf[pos + hs] in BY_CODE):
-            return 0  # maybe a command: wait until it is whole
-        if hs and len(buf) - pos > hs and buf[pos + hs] in BY_CODE and len(buf) - pos >= hs + size and \
-                buf[pos + hs + size - 1] == COMMAND_END:
-            self.after = "ok"  # a command whose fields are wrong: the decoder says what
-            return None
+        avail = len(buf) - pos
+        if hs == 0 or (avail <= hs and size >= 2):
+            return 0
+        known = avail > hs and buf[pos + hs] in BY_CODE
+        if known and 2 <= size <= self.cap:
+            if avail < hs + size:
+                return 0  # maybe a command: wait until it is whole
+            if buf[pos + hs + size - 1] == COMMAND_END:
+                self.after = "ok"
+                return hs + size
         found = self._straddling(buf, pos, enc)
         if found != -1:
             return found

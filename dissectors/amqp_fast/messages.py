@@ -16,6 +16,7 @@ first ``FRAGMENT_KEEP`` octets are kept for display.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from analyzer.api import Direction, Field, Finding, Frame, FrameRef
@@ -141,8 +142,10 @@ class Messages:
             body_size = values["body_size"]
             # Head fields sit at their place in this fragment when the head began in it.
             start_here = at - (len(buffered) - len(chunk))
-            # Kept as its octets (plain data), decoded again for the frame.
-            frag[6] = [start_here == 0 and frag[7], buffered[:used]]
+            # Kept as plain data ([name, value, offset, size, display]; a date as its seconds),
+            # made into fields again for the frame.
+            frag[6] = [start_here == 0 and frag[7],
+                       [[f.name, _plain(f.value), f.offset, f.size, f.display] for f in fields]]
             meta[_HEAD] = [body_size, values.get("mime_type") or ""]
             entry = self.seq.expecting(key)
             if entry is not None and not meta[_STREAM]:
@@ -194,13 +197,15 @@ class Messages:
             self._count(key, meta, size)
         fields: list[Field] = [Field("fragment", kept, 0, size,
                                      f"{size} octets" + (f", the first {len(kept)} shown" if len(kept) < size else ""))]
-        decoded = message_head(head[1], enc) if head is not None else None
-        if decoded is not None:
-            in_place, raw = head
-            children = decoded[0]
-            if not in_place:  # the head began in an earlier fragment: no place in this one
-                children = [Field(f.name, f.value, -1, 0, f.display) for f in children]
-            fields.append(Field("head", None, 0 if in_place else -1, len(raw) if in_place else 0, None, children))
+        if head is not None:
+            in_place, plain = head
+            if in_place:
+                children = [Field(n, _value(n, v), o, z, shown) for n, v, o, z, shown in plain]
+                size_ = sum(c.size for c in children)
+            else:  # the head began in an earlier fragment: no place in this one
+                children = [Field(n, _value(n, v), -1, 0, shown) for n, v, _o, _z, shown in plain]
+                size_ = 0
+            fields.append(Field("head", None, 0 if in_place else -1, size_, None, children))
         meta = self.meta.get(key)
         info = f"{FRAGMENT} {key}" + (f" handle={meta[_HANDLE]}" if meta is not None else "") + f" size={size}"
         if meta is not None and head is not None and meta[_HEAD] is not None:
@@ -287,6 +292,14 @@ class Messages:
 
 
 _BY_ID = {r.id: r for r in R.ALL_RULES}
+
+
+def _plain(value: Any) -> Any:
+    return int(value.timestamp()) if isinstance(value, datetime) else value
+
+
+def _value(name: str, value: Any) -> Any:
+    return datetime.fromtimestamp(value, UTC) if name == "expiration" else value
 
 
 def _preview(body: bytes) -> str:
