@@ -214,3 +214,12 @@ def test_a_restarted_transfer_continues_from_where_the_peer_stopped() -> None:
     frames = [e for d, data, ts in s.steps for e in conn.feed(d, data, ts) if isinstance(e, Frame)]
     done = [f for f in frames if "[message" in f.info]
     assert len(done) == 1 and f"[message {len(head) + 3000} octets in 2 fragments" in done[0].info
+
+
+def test_a_missing_initiation_is_reported_even_when_the_server_spoke_first() -> None:
+    s = E.Script()
+    s.sc("CONNECTION CHALLENGE", version=1, mechanisms="PLAIN")
+    s.cc("CONNECTION RESPONSE", mechanism="PLAIN", responses=b"login:guest")
+    s.sc("CONNECTION CLOSE", reply_code=200, reply_text="Ok")
+    s.cc("CONNECTION CLOSE", reply_code=200, reply_text="Ok")
+    assert run(s) == [("handshake.order", "CONNECTION CHALLENGE"), ("initiation.missing", "CONNECTION RESPONSE")]

@@ -71,7 +71,7 @@ class AmqpFastConnection(BaseConnection):
         self.msgs_s2c = Messages()
         self.hs = "open" if midstream else CONNECTION.start
         self.foreign = False  # the initiation named AMQP/HTTP: nothing more to decode
-        self.client_version = 0
+        self.client_version: int | None = None  # from the initiation; -1: the client sent none
         self.server_tune: list[int] | None = None  # the server's [frame-max, channel-max, handle-max]
         self.frame_max = 0  # negotiated (0: not yet)
         self.limits = (0, 0)  # negotiated (channel-max, handle-max); 0: unlimited
@@ -112,13 +112,13 @@ class AmqpFastConnection(BaseConnection):
         side = self.side(d)
         msgs = self.msgs(d)
         out: list[Event] = []
-        # A fragment of the peer still waiting for what follows it: the peer's stream held nothing
-        # more when this side went on, so nothing more belongs to the fragment (the peer's octets
-        # that come later are judged as commands). This keeps a message's frame before the answer to it.
         silence = self.silence
         if silence is not None:
             out.extend(silence.due(ts, R.HEARTBEAT_SILENCE))  # when no tick came in time
             silence.seen(d, ts)
+        # A fragment of the peer still waiting for what follows it: the peer's stream held nothing
+        # more when this side went on, so nothing more belongs to the fragment (the peer's octets
+        # that come later are judged as commands). This keeps a message's frame before the answer to it.
         peer = self.side(d.other)
         if peer.after == "ok" or (peer.after == "check" and not len(peer.queue)):
             out.extend(self._pending(d.other))
@@ -241,10 +241,12 @@ class AmqpFastConnection(BaseConnection):
     def _command(self, d: Direction, data: bytes, offset: int) -> Frame:
         frame, cmd, values = decode.command(d, data, offset, self.enc)
         findings = frame.findings
-        if d == "c2s" and self.hs == CONNECTION.start and not self.midstream:
+        if d == "c2s" and self.client_version is None and not self.midstream:
             findings.append(R.INITIATION_MISSING("the client sent a command before the initiation octets",
                                                  command=frame.command))
-            self.hs = "challenge"
+            self.client_version = -1  # reported once
+            if self.hs == CONNECTION.start:
+                self.hs = "challenge"  # followed as if it had come
         self._sizes(frame, cmd, values)
         if cmd is None:
             return frame
@@ -295,8 +297,9 @@ class AmqpFastConnection(BaseConnection):
         self._step_connection(d, name, frame)
         if name == "CONNECTION CHALLENGE":
             version = values.get("version")
-            if isinstance(version, int) and self.client_version and version > self.client_version:
-                findings.append(R.HANDSHAKE_VERSION(f"version {version} is above the client's {self.client_version}",
+            client = self.client_version
+            if isinstance(version, int) and client is not None and client >= 0 and version > client:
+                findings.append(R.HANDSHAKE_VERSION(f"version {version} is above the client's {client}",
                                                     command=name, field="version"))
             offer = values.get("mechanisms")
             self.mechanisms = sys.intern(offer) if isinstance(offer, str) else None
