@@ -59,6 +59,9 @@ class Amqp091Dissector(Dissector):
         complete = len(data) >= size + 8
         if complete and data[7 + size] != FRAME_END:
             return Sniff(0.0)
+        # What follows a whole frame must start a frame too (one frame end byte is weak evidence).
+        if len(data) >= size + 15 and data[size + 8] not in (1, 2, 3, 8):
+            return Sniff(0.0)
         if ftype == 1:
             if size < 4 or len(data) < 11:
                 return Sniff(0.0)
@@ -72,7 +75,9 @@ class Amqp091Dissector(Dissector):
             return Sniff(0.9 if complete else 0.6, from_client)
         if ftype == 8:
             return Sniff(0.8 if complete and size == 0 and ch == 0 else 0.0)
-        return Sniff(0.6 if complete else 0.0)
+        if ftype == 2 and (size < 14 or len(data) < 11 or data[7:11] != b"\x00\x3c\x00\x00"):
+            return Sniff(0.0)  # a content header: class Basic (60), weight 0
+        return Sniff(0.6 if complete and ch else 0.0)
 
     def connection(self, midstream: bool) -> Connection:
         return Amqp091Connection(midstream, hot=self.hot, limits=self.limits)

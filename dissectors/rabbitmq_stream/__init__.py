@@ -14,7 +14,6 @@ Dialects (``Frame.dialect`` / ``Connection.dialect``):
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,6 +21,7 @@ from analyzer.api import CommandDoc, Connection, Dissector, Rule, Sniff
 from dissectors.kit import Machine
 from dissectors.kit import state as kit_state
 from dissectors.kit.catalog import FieldDef
+from dissectors.rabbitmq_stream import heuristic
 from dissectors.rabbitmq_stream.connection import StreamConnection
 from dissectors.rabbitmq_stream.draft import DRAFT_COMMANDS
 from dissectors.rabbitmq_stream.handshake import MACHINE
@@ -30,41 +30,14 @@ from dissectors.rabbitmq_stream.rules import RULES
 
 __all__ = ["RabbitMQStreamDissector"]
 
-_HEAD = struct.Struct(">IHH")
-
-
 class RabbitMQStreamDissector(Dissector):
     name = "rabbitmq_stream"
     title = "RabbitMQ Stream"
     default_ports = (5552,)
 
     def sniff(self, data: bytes) -> Sniff:
-        if len(data) < 8:
-            return Sniff(0.0)
-        size, key_raw, version = _HEAD.unpack_from(data, 0)
-        if size < 4 or size > 1 << 24:
-            return Sniff(0.0)
-        # A whole first frame must not be followed by something that is not a frame either.
-        fits = len(data) >= size + 4
-        if fits and len(data) >= size + 12:
-            s2, k2, v2 = _HEAD.unpack_from(data, size + 4)
-            if s2 < 4 or s2 > 1 << 24 or v2 > 2:
-                return Sniff(0.0)
-        key = key_raw & 0x7FFF
-        resp = bool(key_raw & RESPONSE_BIT)
-        if version == 1 and key == 0x0011:
-            # PeerProperties: the first frame of every connection.
-            return Sniff(0.95 if fits else 0.8, from_client=not resp)
-        if version in (1, 2) and key in COMMANDS:
-            cmd = COMMANDS[key]
-            from_client = (cmd.sender == "c2s") != resp if cmd.sender != "both" else None
-            return Sniff(0.6 if fits else 0.5, from_client=from_client)
-        if version == 0 and key_raw in DRAFT_COMMANDS and not resp:
-            cmd = DRAFT_COMMANDS[key_raw]
-            if key_raw in (9, 15):  # SaslHandshake / PeerProperties open a draft connection
-                return Sniff(0.75 if fits else 0.55, from_client=None)
-            return Sniff(0.5 if fits else 0.3, from_client=None)
-        return Sniff(0.0)
+        # Evidence, not a plausible header: see heuristic.py (a Kafka request header reads as one).
+        return heuristic.sniff(data)
 
     def connection(self, midstream: bool) -> Connection:
         return StreamConnection(midstream)
