@@ -223,3 +223,13 @@ def test_a_missing_initiation_is_reported_even_when_the_server_spoke_first() -> 
     s.sc("CONNECTION CLOSE", reply_code=200, reply_text="Ok")
     s.cc("CONNECTION CLOSE", reply_code=200, reply_text="Ok")
     assert run(s) == [("handshake.order", "CONNECTION CHALLENGE"), ("initiation.missing", "CONNECTION RESPONSE")]
+
+
+def test_channel_ack_is_confirmed_by_either_reply() -> None:
+    """§3.3.3 makes CHANNEL ACK a channel command; §3.3.9 has the server confirm it with HANDLE REPLY."""
+    for reply in ("CHANNEL REPLY", "HANDLE REPLY"):
+        s = E.Script().negotiate().open_channel(1).open_handle(1, 1)
+        s.cc("CHANNEL ACK", channel_id=1, confirm_tag=4, message_nbr=1)
+        ids = {"channel_id": 1} if reply == "CHANNEL REPLY" else {"handle_id": 1}
+        s.sc(reply, confirm_tag=4, reply_code=200, reply_text="OK", **ids)
+        assert run(s.close()) == [], reply

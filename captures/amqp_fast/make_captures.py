@@ -405,8 +405,8 @@ def unknown_response() -> E.Script:
 
 
 def mismatch() -> E.Script:
-    s = _open()
-    s.cc("CHANNEL ACK", channel_id=1, confirm_tag=9, message_nbr=1)
+    s = E.Script().negotiate().open_channel(1, transacted=True).open_handle(1, 1)
+    s.cc("CHANNEL COMMIT", channel_id=1, confirm_tag=9)
     s.sc("HANDLE REPLY", handle_id=1, confirm_tag=9, reply_code=200, reply_text="OK")
     return _closed(s)
 

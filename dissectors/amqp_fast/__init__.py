@@ -25,7 +25,7 @@ Other choices where the RFC is silent or contradicts itself: HANDLE BROWSE has a
 limit applies to the three commands the RFC gives it (CONNECTION CHALLENGE, RESPONSE and TUNE) and
 counts the whole frame (size header to command-end); frame-max is the client's TUNE value once sent
 (before it, the server's) and bounds every command frame and every fragment-size; CHANNEL ACK is
-confirmed by CHANNEL REPLY (§3.3.9 says HANDLE REPLY, which has no channel to name); the message
+confirmed by CHANNEL REPLY, or by HANDLE REPLY as §3.3.9 has it (with the same confirm-tag); the message
 head, which has no length of its own, is the start of a message's first fragment (or of HANDLE
 PREPARE's data), and HANDLE SEND or NOTIFY after HANDLE READY continue that prepared message.
 """

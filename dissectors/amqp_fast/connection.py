@@ -532,6 +532,10 @@ class AmqpFastConnection(BaseConnection):
             other = next((k for k in self.corr.out[_OTHER[d]] if k[2] == tag), None) if tag else None
             if other is not None:
                 entry = self.corr.response(d, other)
+                if cmd.name == "HANDLE REPLY" and entry[0] == "CHANNEL ACK":
+                    # §3.3.9 has the server confirm CHANNEL ACK with HANDLE REPLY: as good as CHANNEL REPLY.
+                    self._answered(frame, entry)
+                    return
                 frame.findings.append(R.MISMATCH(f"{cmd.name} confirm-tag {tag} confirms {entry[0]}, which a "
                                                  f"{other[0].upper()} REPLY confirms", command=cmd.name))
             elif not self.corr.forgot(_OTHER[d]) and not self.midstream:
