@@ -112,7 +112,8 @@ class AmqpFastDissector(Dissector):
         for c in COMMANDS:
             extra = []
             if c.data:
-                extra.append("+fragment-size octets of message data, unless out-of-band")
+                extra.append("+fragment-size octets of message data" + (", unless out-of-band"
+                                                                        if c.has("out_of_band") else ""))
             if c.reply:
                 extra.append(f"confirm-tag -> {c.reply}")
             if c.limit:
