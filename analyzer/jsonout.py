@@ -33,38 +33,32 @@ def strict_float(value: float) -> float | str:
     return _SPECIAL.get(value, value)
 
 
-class _Bounds:
-    """The value-size limit in force, and the fields it cut (per frame)."""
-
-    __slots__ = ("limit", "cut")
-
-    def __init__(self) -> None:
-        self.limit = MAX_VALUE
-        self.cut: list[dict[str, Any]] | None = None
-
-
-_BOUNDS = _Bounds()
+#: The value-size limit in force (a one-element list: set_max_value changes it in place).
+_LIMIT = [MAX_VALUE]
+#: The values cut while the current frame was converted: [{"field", "size", "kept"}].
+_CUT: list[dict[str, Any]] = []
 
 
 def set_max_value(limit: int) -> None:
     """Bytes of one value in JSON from now on (0: no limit)."""
-    _BOUNDS.limit = limit
+    _LIMIT[0] = limit
 
 
 def _cut(raw: bytes, name: str) -> bytes:
-    limit = _BOUNDS.limit
+    limit = _LIMIT[0]
     if limit and len(raw) > limit:
-        if _BOUNDS.cut is None:
-            _BOUNDS.cut = []
-        _BOUNDS.cut.append({"field": name, "size": len(raw), "kept": limit})
+        _CUT.append({"field": name, "size": len(raw), "kept": limit})
         return raw[:limit]
     return raw
 
 
 def plain(value: Any, name: str = "") -> Any:
     """A JSON-friendly value: bytes as text when printable UTF-8, else as hex; floats strict."""
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        raw = _cut(bytes(value), name)
+    if type(value) is bytes or isinstance(value, (bytearray, memoryview)):
+        raw = value if type(value) is bytes else bytes(value)
+        limit = _LIMIT[0]
+        if limit and len(raw) > limit:
+            raw = _cut(raw, name)
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
@@ -74,8 +68,8 @@ def plain(value: Any, name: str = "") -> Any:
         return raw.hex()
     if isinstance(value, float):
         return strict_float(value)
-    if isinstance(value, str):
-        limit = _BOUNDS.limit
+    if isinstance(value, str):  # inside tables and lists (a plain str field is written as it is)
+        limit = _LIMIT[0]
         if limit and len(value) > limit:
             _cut(value.encode("utf-8", "surrogatepass"), name)  # recorded with its size in bytes
             return value[:limit]
@@ -89,18 +83,8 @@ def plain(value: Any, name: str = "") -> Any:
     return str(value)
 
 
-# Written as they are (floats and long text go through plain: they may need care).
-_SCALARS = (int, bool)
-_SHORT = 4096  # text this short is never cut, whatever the limit
-
-
-def _leaf(value: Any, name: str) -> Any:
-    if value is None:
-        return None
-    t = type(value)
-    if t in _SCALARS or (t is str and len(value) <= _SHORT):
-        return value
-    return plain(value, name)
+# Written as they are. Floats go through plain() (NaN and the infinities need care), bytes too.
+_SCALARS = (int, str, bool)
 
 
 def fields_json(fields: Sequence[Field]) -> dict[str, Any]:
@@ -110,7 +94,10 @@ def fields_json(fields: Sequence[Field]) -> dict[str, Any]:
         ch = f.children
         name = f.name
         if ch is None:
-            value = _leaf(f.value, name)
+            # _leaf inlined: this loop runs for every field of every frame.
+            value = f.value
+            if value is not None and type(value) not in _SCALARS:
+                value = plain(value, name)
         elif f.is_list:
             value = None if f.value is None and not ch else [field_json(c, name) for c in ch]
         else:
@@ -129,7 +116,8 @@ def fields_json(fields: Sequence[Field]) -> dict[str, Any]:
 
 def field_json(f: Field, name: str = "") -> Any:
     if f.children is None:
-        return _leaf(f.value, name or f.name)
+        value = f.value
+        return value if value is None or type(value) in _SCALARS else plain(value, name or f.name)
     if f.is_list:
         if f.value is None and not f.children:
             return None
@@ -143,7 +131,8 @@ def frame_json(frame: Frame, links: Links | None = None, code_parts: Mapping[str
     :class:`analyzer.linking.Linker`); ``code_parts``: ``{protocol: ((key, shift, mask), ...)}``,
     for protocols whose code packs several numbers (AMQP's class and method ids)."""
     packets = frame.packets
-    _BOUNDS.cut = None
+    if _CUT:  # left over from a frame whose conversion failed
+        _CUT.clear()
     fields = fields_json(frame.fields)
     out = {
         "type": "frame",
@@ -178,9 +167,9 @@ def frame_json(frame: Frame, links: Links | None = None, code_parts: Mapping[str
         parts = code_parts.get(frame.protocol)
         if parts:
             out["code_parts"] = {key: (frame.code >> shift) & mask for key, shift, mask in parts}
-    if _BOUNDS.cut is not None:
-        out["truncated"] = _BOUNDS.cut
-        _BOUNDS.cut = None
+    if _CUT:
+        out["truncated"] = _CUT[:]
+        _CUT.clear()
     if frame.file is not None:  # several files read as one capture: packet numbers are per file
         return {"type": "frame", "file": frame.file, **out}
     return out
