@@ -196,7 +196,7 @@ class Messages:
                 meta[_BODY] = meta[_BODY][:max(body_len, 0)]
             self._count(key, meta, size)
         fields: list[Field] = [Field("fragment", kept, 0, size,
-                                     f"{size} octets" + (f", the first {len(kept)} shown" if len(kept) < size else ""))]
+                                     f"the first {len(kept)} of {size} octets" if len(kept) < size else None)]
         if head is not None:
             in_place, plain = head
             if in_place:
