@@ -233,3 +233,19 @@ def test_channel_ack_is_confirmed_by_either_reply() -> None:
         ids = {"channel_id": 1} if reply == "CHANNEL REPLY" else {"handle_id": 1}
         s.sc(reply, confirm_tag=4, reply_code=200, reply_text="OK", **ids)
         assert run(s.close()) == [], reply
+
+
+def test_a_malformed_command_after_a_fragment_is_not_taken_for_fragment_octets() -> None:
+    """Right after a fragment, a command of a known type and believable size whose command-end is
+    wrong is still that command (command.end_missing), not octets of a fragment too long."""
+    for split in (0, 1):
+        s = _fragment_then(E.command("CONNECTION PING", end=0x00))
+        assert run(s, split) == [("command.end_missing", "CONNECTION PING")]
+        s = _fragment_then(E.frame(14, b"\x00\x01\x02"))  # PING with trailing octets
+        assert run(s, split) == [("framing.trailing", "CONNECTION PING")]
+
+
+def _fragment_then(data: bytes) -> E.Script:
+    s = E.Script().negotiate().open_channel(1).open_handle(1, 1)
+    s.c(E.message("HANDLE SEND", 1, b"z" * 30) + data)
+    return s.close()
