@@ -205,7 +205,7 @@ def _with_progress(events: Iterator[Any], analyzer: Analyzer, paths: list[str]) 
     progress = Progress(SpinnerColumn(), TextColumn("{task.fields[packets]:,} packets, {task.fields[flows]:,} "
                                                     "conversations"), TimeElapsedColumn(),
                         TextColumn(f"({total / 1e6:.1f} MB of captures)" if total else ""),
-                        console=Console(file=sys.stderr), transient=True)
+                        console=Console(file=sys.stderr, force_terminal=True), transient=True)
     with progress:
         task = progress.add_task("reading", packets=0, flows=0)
         n = 0
@@ -512,7 +512,15 @@ def flow_json(f: FlowInfo) -> dict:
             "undecoded": f.protocol is None and bool(f.bytes_c2s or f.bytes_s2c)}
 
 
-@app.command()
+EPILOG_FLOWS = """\b
+Examples:
+  streamproto flows capture.pcap                      the table
+  streamproto flows a.pcap b.pcap --json | jq 'select(.undecoded)'
+  streamproto flows capture.pcap -d 15552=rabbitmq_stream
+"""
+
+
+@app.command(epilog=EPILOG_FLOWS)
 def flows(
     capture: CapturesArg = None,
     read: ReadOpt = [],  # noqa: B006

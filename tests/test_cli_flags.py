@@ -229,3 +229,20 @@ def test_stats_service_response_times_on_a_real_capture(monkeypatch):
     # The same latency the tree shows on the request.
     tree = invoke("inspect", path, "-Y", "command == Queue.Declare").stdout
     assert "[response in #19 (2.897 ms)]" in tree
+
+
+def test_progress_only_when_stderr_is_a_terminal_and_stdout_is_not(monkeypatch, capsys):
+    from analyzer.engine import Analyzer
+
+    analyzer = Analyzer({})
+    events = list(range(40_000))
+    # A pipe (the test's stderr): the events pass through, nothing is written.
+    assert list(cli._with_progress(iter(events), analyzer, [])) == events
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(cli, "_isatty", lambda stream: stream is sys.stderr)
+    assert list(cli._with_progress(iter(events), analyzer, [])) == events
+    assert "packets" in capsys.readouterr().err
+    # Both on a terminal: the output itself shows the progress; no second line over it.
+    monkeypatch.setattr(cli, "_isatty", lambda stream: True)
+    assert list(cli._with_progress(iter(events), analyzer, [])) == events
+    assert capsys.readouterr().err == ""
