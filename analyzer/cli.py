@@ -248,9 +248,12 @@ def _compile_filter(text: str | None, analyzer: Analyzer) -> DisplayFilter | Non
     if text is None:
         return None
     names: list[str] = []
+    commands: dict[str, list[str]] = {}
     for d in analyzer.dissectors.values():
         try:
             names += [f.name for f in d.fields()]
+            # Commands are tests too, those without fields included (iggy.ping), as in Wireshark.
+            commands[d.name] = [c.name for c in d.commands()]
         except Exception as exc:  # a broken plugin's catalogue: its fields cannot be filtered on
             print(f"streamproto: {d.name}: no field catalogue ({type(exc).__name__}: {exc})", file=sys.stderr)
 
@@ -259,7 +262,7 @@ def _compile_filter(text: str | None, analyzer: Analyzer) -> DisplayFilter | Non
         return None if info is None else info.protocol
 
     try:
-        return DisplayFilter(text, names, analyzer.dissectors, flow_protocol)
+        return DisplayFilter(text, names, analyzer.dissectors, flow_protocol, commands)
     except FilterError as exc:
         raise fail(f"bad display filter: {exc}") from None
 

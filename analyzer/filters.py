@@ -28,7 +28,7 @@ A free-standing finding (no frame) is tested with its engine fields (``flow``, `
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from analyzer.api import Field, Finding, Frame
@@ -251,7 +251,18 @@ def command_key(command: str) -> str:
     return key
 
 
-def _catalogue_getter(protocol: str, rest: str) -> Getter:
+def _catalogue_getter(protocol: str, rest: str, command: str | None) -> Getter:
+    """``command``: the command key ``rest`` starts with (known at compile time), or None for a
+    field every command of the protocol may carry (``rabbitmq_stream.size``)."""
+    if command is not None:
+        path = rest[len(command) + 1:].split(".") if rest != command else None
+
+        def get_in_command(ev: Any, links: Links | None) -> list[Any]:
+            if not isinstance(ev, Frame) or ev.protocol != protocol or command_key(ev.command) != command:
+                return []
+            return [True] if path is None else list(_walk(ev.fields, path))
+
+        return get_in_command
     segs = rest.split(".")
 
     def get(ev: Any, links: Links | None) -> list[Any]:
@@ -450,8 +461,13 @@ class DisplayFilter:
     findings that are not part of a frame."""
 
     def __init__(self, text: str, fields: Iterable[str], protocols: Iterable[str],
-                 flow_protocol: Callable[[int | None], str | None] = lambda flow: None) -> None:
+                 flow_protocol: Callable[[int | None], str | None] = lambda flow: None,
+                 commands: Mapping[str, Iterable[str]] | None = None) -> None:
         self.text = text
+        # Command keys per protocol (from each dissector's command list): a name that starts with
+        # one is about that command only (rabbitmq_stream.heartbeat is the Heartbeat command, not
+        # Tune's heartbeat field).
+        keys = {p: {command_key(c) for c in names} for p, names in (commands or {}).items()}
         names = set(fields)
         prefixes = {name.rsplit(".", i)[0] for name in names for i in range(name.count("."))}
         engine = _engine_getters(flow_protocol)
@@ -463,9 +479,13 @@ class DisplayFilter:
                 return getter
             if name in protos:
                 return lambda ev, links: [True] if _protocol_of(ev, flow_protocol) == name else []
-            if name in names or name in prefixes:
-                protocol, _, rest = name.partition(".")
-                return _catalogue_getter(protocol, rest)
+            protocol, _, rest = name.partition(".")
+            known = keys.get(protocol, set())
+            if name in names or name in prefixes or rest in known:
+                segs = rest.split(".")
+                command = next((k for k in (".".join(segs[:i]) for i in range(len(segs), 0, -1)) if k in known),
+                               None)
+                return _catalogue_getter(protocol, rest, command)
             raise FilterError(f"unknown field {name!r} (see `streamproto fields`)", text, pos)
 
         self._test = _Parser(text, resolve).parse()

@@ -30,7 +30,8 @@ def run(capture: str, text: str, names=STREAM) -> tuple[list, list]:
     ds = dissectors(names)
     analyzer = Analyzer(ds)
     fields = [f.name for d in ds.values() for f in d.fields()]
-    flt = DisplayFilter(text, fields, ds, lambda flow: (analyzer.flow(flow) or None) and analyzer.flow(flow).protocol)
+    flt = DisplayFilter(text, fields, ds, lambda flow: (analyzer.flow(flow) or None) and analyzer.flow(flow).protocol,
+                        {n: [c.name for c in d.commands()] for n, d in ds.items()})
     linker = Linker(lambda p: (None, p))
     frames, findings = [], []
     events = analyzer.run(read_packets(str(CAPTURES / capture)))
@@ -135,3 +136,13 @@ def test_cli_bad_filter_is_one_line_exit_2():
     err = r.stderr.strip().splitlines()
     assert err[-1].startswith("streamproto: bad display filter: expected a value") and "column 9" in err[-1]
     assert r.stdout == ""
+
+
+def test_a_command_name_is_that_command_not_a_field_of_another():
+    # Tune carries a heartbeat field; rabbitmq_stream.heartbeat is the Heartbeat command.
+    beats, _ = run("rabbitmq_stream/rstream_errors.pcap", "rabbitmq_stream.heartbeat")
+    assert beats and {f.command for f in beats} == {"Heartbeat"}
+    tunes, _ = run("rabbitmq_stream/rstream_errors.pcap", "rabbitmq_stream.tune.heartbeat == 60")
+    assert tunes and {f.command for f in tunes} == {"Tune"}
+    empty, _ = run("amqp091/pika_get.pcap", "amqp091.basic.get_empty", AMQP)  # a command without fields
+    assert [f.command for f in empty] == ["Basic.GetEmpty"]
