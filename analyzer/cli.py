@@ -36,6 +36,7 @@ from analyzer.linking import Linker, Links
 from analyzer.registry import load_dissectors, parse_decode_as, parse_options
 from analyzer.render import Clock, Output, SummaryRenderer, TreeRenderer, table
 from analyzer.stream_input import is_stream, read_stream
+from analyzer.textsafe import safe
 
 EPILOG_INSPECT = """\b
 Examples:
@@ -80,7 +81,7 @@ class _OneLineErrors(TyperGroup):
                 message += "; the output format is -T FORMAT (or --format)"
             if isinstance(exc, click.UsageError) and exc.ctx is not None:
                 message += f" (see `{exc.ctx.command_path} --help`)"
-            print(f"streamproto: {message}", file=sys.stderr)
+            print(f"streamproto: {safe(message)}", file=sys.stderr)
             sys.exit(2 if isinstance(exc, click.UsageError) else exc.exit_code)
         except click.exceptions.Abort:
             sys.exit(130)
@@ -120,7 +121,8 @@ class Format(enum.StrEnum):
 
 
 def fail(message: str) -> typer.Exit:
-    print(f"streamproto: {message}", file=sys.stderr)
+    # Escaped too: a message can quote a file name or a filter, which can hold anything.
+    print(f"streamproto: {safe(message)}", file=sys.stderr)
     return typer.Exit(2)
 
 

@@ -165,3 +165,9 @@ def test_ascii_terminal_gets_ascii_arrows():
         assert b"Traceback" not in r.stderr
         r.stdout.decode("ascii")
         assert b"->" in r.stdout
+
+
+def test_error_lines_are_escaped_too():
+    r = CliRunner().invoke(cli.app, ["inspect", "/nonexistent/a\x1b]0;t\x07.pcap"])
+    assert r.exit_code == 2
+    assert r.stderr.strip() == "streamproto: cannot open /nonexistent/a\\x1b]0;t\\x07.pcap: No such file or directory"
