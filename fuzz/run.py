@@ -12,6 +12,8 @@ makes four times as many runs with this bound; seeds are cut to it).
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import sys
 from pathlib import Path
 
@@ -26,9 +28,16 @@ def main() -> None:
     import atheris
 
     # Instrument the analyzer and the dissectors (not the libraries): coverage feedback comes from
-    # the code under test. The harness imports them all, so it is imported under instrumentation.
+    # the code under test. Only modules imported inside this block are instrumented, and the
+    # registry loads dissectors (and dissectors import parts of themselves) on first use, so every
+    # module of both packages is imported here.
     with atheris.instrument_imports(include=["analyzer", "dissectors", "fuzz"]):
-        from fuzz import harness
+        import dissectors
+        from fuzz import harness  # the engine and everything of analyzer/ it runs
+
+        for mod in pkgutil.walk_packages(dissectors.__path__, "dissectors."):
+            importlib.import_module(mod.name)
+        harness.targets()
 
     args = sys.argv[1:]
     if not args or args[0] in ("-h", "--help"):
