@@ -1,4 +1,4 @@
-"""Hostile-input benchmark (issue 8, section 6): time and peak memory of `inspect` and `flows`.
+"""Hostile-input benchmark (issue 8, section 6; issue 16): time and peak memory of `inspect` and `flows`.
 
 Generates captures with the project's own pcap writer and protocol encoders into a temporary
 directory, then runs, one child process each,
@@ -22,6 +22,14 @@ Cases (sizes at ``--scale 1``):
   one connection / on ten interleaved connections;
 - ``amqp-300k-unanswered-declare``: 300,000 queue.declare on channel 1, never answered;
 - ``amqp-300k-unconfirmed``: confirm.select (answered), then 300,000 publishes never confirmed;
+- issue 16: ``stream-{gzip,snappy,lz4,zstd}-bombs``: Deliver chunks of sub-batches declaring 64 MiB
+  (over the decompression limit), declaring 1 KiB but expanding to 64 MiB, and honestly filling the
+  frame's budget (20 frames; framed snappy 5 frames of 8 MiB bombs); ``stream-publish-gzip-bombs``:
+  20 Publish frames of 16 such lying sub-batches; ``reverse-1m-one-byte-segments``: a million
+  one-byte segments, last first; ``syn-flood-200k-one-4-tuple``: 200,000 SYNs with new ISNs on one
+  4-tuple; ``amqp-40k-close-ok-vs-40k-close``: 40,000 unexpected connection.close-ok against 40,000
+  unanswered connection.close; ``amqp-40k-unexpected-replies``: 40,000 queue.declare-ok on a channel
+  that asked nothing, against 40,000 unanswered queue.declare;
 - ``gz-corrupt-early`` / ``gz-corrupt-late``: a bundled capture gzip-compressed with its deflate
   data corrupted near the start / near the end (expected: exit 2, one stderr line, no traceback).
 
@@ -336,6 +344,154 @@ def gen_unconfirmed(path: str, scale: float) -> int:
         return out.packets
 
 
+# ------------------------------------------------------------------------------ issue 16 cases
+MIB = 1 << 20
+#: The sub-batch codes of RabbitMQ Stream and how each case compresses (framed snappy, as the Java
+#: client writes it).
+CODEC_CODES = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+def compress(codec: str, raw: bytes) -> bytes:
+    if codec == "gzip":
+        return gzip.compress(raw, compresslevel=9, mtime=0)
+    if codec == "snappy":
+        import snappy
+        return snappy.StreamCompressor().compress(raw)
+    if codec == "lz4":
+        import lz4.frame
+        return lz4.frame.compress(raw, compression_level=9)
+    import zstandard
+    return zstandard.ZstdCompressor(level=19).compress(raw)
+
+
+def _bomb_entry(codec: str, packed: bytes, declared: int, records: int) -> bytes:
+    return struct.pack(">BHII", 0x80 | CODEC_CODES[codec] << 4, records, declared, len(packed)) + packed
+
+
+def _subscribed_stream(out: FastTcpWriter, cport: int) -> Tcp:
+    conn = Tcp(out, client_ip(0), cport, sport=STREAM_PORT, isn=4242 + cport)
+    conn.handshake()
+    for d, data in rstream.handshake():
+        conn.send(d is rstream.C2S, data)
+    conn.send(True, rstream.request("Subscribe", correlation_id=9, subscription_id=0, stream="s",
+                                    offset_spec={"type": 1}, credit=1000))
+    conn.send(False, rstream.response("Subscribe", correlation_id=9, response_code=1))
+    return conn
+
+
+def gen_bombs(path: str, scale: float, codec: str) -> int:
+    """Deliver chunks of compressed sub-batches that expand far beyond what they declare or what
+    the decompression limit allows: per frame, four sub-batches of 64 MiB of zeros declared as
+    64 MiB (over the 16 MiB limit: not expanded), four that declare 1 KiB but expand to 64 MiB
+    (stopped just past the declaration), and four that honestly declare 4 MiB (the frame's whole
+    budget: expanded, records checked). Framed snappy packs 64 KiB chunks at best ~20:1, so its
+    bombs are 8 MiB and its frames fewer (the capture would otherwise be hundreds of MiB)."""
+    big = (8 if codec == "snappy" else 64) * MIB
+    frames = n_of(5 if codec == "snappy" else 20, scale)
+    bomb = compress(codec, bytes(big))
+    record = struct.pack(">I", 4 * MIB - 4) + bytes(4 * MIB - 4)  # one record filling 4 MiB
+    honest = compress(codec, record)
+    entries = ([_bomb_entry(codec, bomb, big, 1)] * 4 + [_bomb_entry(codec, bomb, 1024, 1)] * 4
+               + [_bomb_entry(codec, honest, len(record), 1)] * 4)
+    chunk = rstream.build_chunk(entries, 12, 0)
+    with open(path, "wb") as f:
+        out = FastTcpWriter(f)
+        conn = _subscribed_stream(out, 44000)
+        for i in range(frames):
+            conn.send(False, rstream.deliver(0, chunk[:24] + struct.pack(">Q", i * 12) + chunk[32:]), mss=65000,
+                      ack_every=8)
+        conn.close()
+        return out.packets
+
+
+def gen_publish_bomb(path: str, scale: float) -> int:
+    """Publish frames whose sub-batches (gzip) declare 1 KiB and expand to 64 MiB, 16 per frame."""
+    bomb = compress("gzip", bytes(64 * MIB))
+    with open(path, "wb") as f:
+        out = FastTcpWriter(f)
+        conn = Tcp(out, client_ip(0), 44500, sport=STREAM_PORT, isn=777)
+        conn.handshake()
+        for d, data in rstream.handshake():
+            conn.send(d is rstream.C2S, data)
+        conn.send(True, rstream.request("DeclarePublisher", correlation_id=5, publisher_id=1,
+                                        publisher_reference="", stream="s"))
+        conn.send(False, rstream.response("DeclarePublisher", correlation_id=5, response_code=1))
+        for i in range(n_of(20, scale)):
+            messages = struct.pack(">I", 16) + b"".join(struct.pack(">Q", i * 16 + k) + _bomb_entry("gzip", bomb, 1024, 1)
+                                                        for k in range(16))
+            body = struct.pack(">HHB", 2, 1, 1) + messages
+            conn.send(True, struct.pack(">I", len(body)) + body, mss=65000)
+        conn.close()
+        return out.packets
+
+
+def gen_one_byte_segments(path: str, scale: float) -> int:
+    """One RabbitMQ Stream client direction of a million one-byte segments, last first: every one
+    waits behind the hole at the front until the reorder buffer's segment limit gives it up."""
+    n = n_of(1_000_000, scale)
+    with open(path, "wb") as f:
+        out = FastTcpWriter(f, step=0.000001)
+        conn = Tcp(out, client_ip(0), 41500, sport=STREAM_PORT, isn=31337)
+        conn.handshake()
+        for d, data in rstream.handshake():
+            conn.send(d is rstream.C2S, data)
+        frames = []
+        size = pid = 0
+        while size < n:
+            frame = rstream.request("Publish", publisher_id=1, messages=[{"publishing_id": pid, "message": b"m"}])
+            frames.append(frame)
+            size += len(frame)
+            pid += 1
+        stream = b"".join(frames)[:n]
+        base = conn.cseq
+        for off in range(n - 1, -1, -1):
+            out.packet(conn.cip, conn.cport, conn.sip, conn.sport, base + off, conn.sseq, ACK | PSH,
+                       stream[off:off + 1])
+        conn.cseq = base + n
+        conn.ack(False)
+        return out.packets
+
+
+def gen_syn_flood(path: str, scale: float) -> int:
+    """200,000 SYNs on one 4-tuple, each with a new initial sequence number, never answered."""
+    n = n_of(200_000, scale)
+    with open(path, "wb") as f:
+        out = FastTcpWriter(f)
+        for i in range(n):
+            out.packet(client_ip(0), 45000, SERVER_IP, AMQP_PORT, (i * 2_654_435_761) % MOD, 0, SYN)
+        return out.packets
+
+
+def gen_close_ok_flood(path: str, scale: float) -> int:
+    """After the client's connection.close, the broker sends 40,000 connection.close (requests the
+    client never answers) and then 40,000 connection.close-ok that answer nothing."""
+    n = n_of(40_000, scale)
+    close = amqp.method("Connection.Close", 0, reply_code=200, reply_text="", class_id=0, method_id=0)
+    ok = amqp.method("Connection.CloseOk", 0)
+    with open(path, "wb") as f:
+        out = FastTcpWriter(f)
+        conn = _channel_one(out, 46000, 999)
+        conn.send(True, amqp.method("Connection.Close", 0, reply_code=200, reply_text="bye", class_id=0, method_id=0))
+        for frame, count in ((close, n), (ok, n)):
+            for i in range(0, count, 1000):
+                conn.send(False, frame * min(1000, count - i), ack_every=4)
+        return out.packets
+
+
+def gen_unexpected_replies(path: str, scale: float) -> int:
+    """40,000 queue.declare on channel 1 never answered, then 40,000 queue.declare-ok on channel 2,
+    where nothing was asked."""
+    n = n_of(40_000, scale)
+    ok = amqp.method("Queue.DeclareOk", 2, queue="q", message_count=0, consumer_count=0)
+    with open(path, "wb") as f:
+        out = FastTcpWriter(f)
+        conn = _channel_one(out, 47000, 4321)
+        _pipeline(conn, (amqp.method("Queue.Declare", 1, queue=f"q-{i}") for i in range(n)), 1000)
+        for i in range(0, n, 1000):
+            conn.send(False, ok * min(1000, n - i), ack_every=4)
+        return out.packets
+
+
 def corrupt_gzip(raw: bytes, late: bool) -> tuple[bytes, int, str]:
     """``raw`` gzip-compressed with one byte of the deflate data flipped so that zlib itself fails
     (not merely the CRC, which the gzip module already reports as BadGzipFile).
@@ -407,6 +563,13 @@ CASES: dict[str, Case] = {c.name: c for c in [
          lambda p, s: gen_channels(p, s, connections=10)),
     Case("amqp-300k-unanswered-declare", "amqp_300k_unanswered_declare.pcap", gen_unanswered_declare),
     Case("amqp-300k-unconfirmed", "amqp_300k_unconfirmed.pcap", gen_unconfirmed),
+    *(Case(f"stream-{codec}-bombs", f"stream_{codec}_bombs.pcap", lambda p, s, c=codec: gen_bombs(p, s, c))
+      for codec in CODEC_CODES),
+    Case("stream-publish-gzip-bombs", "stream_publish_gzip_bombs.pcap", gen_publish_bomb),
+    Case("reverse-1m-one-byte-segments", "reverse_1m_one_byte_segments.pcap", gen_one_byte_segments),
+    Case("syn-flood-200k-one-4-tuple", "syn_flood_200k.pcap", gen_syn_flood),
+    Case("amqp-40k-close-ok-vs-40k-close", "amqp_40k_close_ok.pcap", gen_close_ok_flood),
+    Case("amqp-40k-unexpected-replies", "amqp_40k_unexpected_replies.pcap", gen_unexpected_replies),
     Case("gz-corrupt-early", "gz_corrupt_early.pcap.gz", lambda p, s: gen_gz(p, s, late=False), True),
     Case("gz-corrupt-late", "gz_corrupt_late.pcap.gz", lambda p, s: gen_gz(p, s, late=True), True),
 ]}
@@ -540,6 +703,15 @@ def print_table(results: list[Result]) -> None:
     print("ok / OVER: the goal of issue 8 is met / missed; exit of the gz cases: want 2 with one stderr line")
 
 
+def generate_apart(name: str, path: str, scale: float) -> int:
+    """Generate one case in a child process, so that the memory generation takes (bombs are built
+    from 64 MiB of zeros) never counts in the peak of the measured runs: a forked child starts with
+    its parent's resident size in ``ru_maxrss``."""
+    done = subprocess.run([sys.executable, os.path.abspath(__file__), "--generate", name, path, "--scale", str(scale)],
+                          check=True, capture_output=True, text=True)
+    return int(done.stdout.split()[-1])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cases", default=",".join(CASES), help="comma-separated case names (default: all)")
@@ -549,7 +721,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="MiB of RSS at which a child is killed (protects the machine)")
     ap.add_argument("--keep", metavar="DIR", help="write the captures (and outputs) here and keep them")
     ap.add_argument("--src", metavar="DIR", default=ROOT, help="source tree whose analyzer is run")
+    ap.add_argument("--generate", nargs=2, metavar=("CASE", "PATH"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.generate:
+        case_name, out_path = args.generate
+        print(CASES[case_name].generate(out_path, args.scale))
+        return 0
     names = [n.strip() for n in args.cases.split(",") if n.strip()]
     unknown = [n for n in names if n not in CASES]
     if unknown:
@@ -568,7 +745,7 @@ def main(argv: list[str] | None = None) -> int:
             case = CASES[name]
             path = os.path.join(workdir, case.filename)
             t = time.perf_counter()
-            packets = case.generate(path, args.scale)
+            packets = generate_apart(name, path, args.scale)
             gen = time.perf_counter() - t
             size = os.path.getsize(path)
             print(f"{name}: generated {packets:,} packets, {size / 2**20:.1f} MiB in {gen:.1f} s", flush=True)
