@@ -74,6 +74,9 @@ class Finding:
     # and the conversation's Community ID.
     file: str | None = None
     community_id: str | None = None
+    # Set by the engine: the conversation's server endpoint ("ip:port"), which with the rule,
+    # command and field identifies the behaviour across re-recordings (the client's port changes).
+    service: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -86,9 +89,11 @@ class Finding:
 
     @property
     def fingerprint(self) -> str:
-        """Stable across runs and captures of the same behaviour: rule id, conversation identity,
-        command and field; never packet numbers, times or message text."""
-        key = "\x1f".join((self.id, self.community_id or "", self.command or "", self.field or ""))
+        """Stable across runs and re-recordings of the same behaviour: rule id, the server it
+        happened with (not the client's ephemeral port, so a CI re-run keeps its alerts and
+        baselines), command and field; never packet numbers, times or message text."""
+        key = "\x1f".join((self.id, self.service or self.community_id or "", self.command or "",
+                            self.field or ""))
         return hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
 
 

@@ -679,10 +679,12 @@ class Analyzer:
                 n_frames += 1
                 for f in ev.findings:
                     f.flow, f.frame, f.community_id = fid, last, cid
+                    f.service = endpoint_text(info.server_ip, info.server_port)
                     info.count(f.severity)
             else:
                 ev.flow = fid
                 ev.community_id = cid
+                ev.service = endpoint_text(info.server_ip, info.server_port)
                 related = ev.related
                 if related is not None:  # about an earlier frame (a FrameRef): the packet that carried it
                     ev.frame = related[2]
@@ -695,9 +697,11 @@ class Analyzer:
 
     def _account(self, conv: Conversation, f: Finding) -> Finding:
         """Stamp an engine finding with its conversation and count it."""
-        f.flow = conv.info.id
-        f.community_id = conv.info.community_id
-        conv.info.count(f.severity)
+        info = conv.info
+        f.flow = info.id
+        f.community_id = info.community_id
+        f.service = endpoint_text(info.server_ip, info.server_port)
+        info.count(f.severity)
         return f
 
     def _close(self, conv: Conversation, ts: float, expired: bool = False) -> Iterator[Event]:

@@ -47,13 +47,13 @@ def test_matches_the_reference_implementation(data, v6, same_ip):
     assert community_id(a, b) == community_id(b, a) == _oracle(a, b)
 
 
-def _toy_capture(tmp_path: Path, client_port: int, at: float) -> Path:
-    c = TcpConversation(("10.1.1.1", client_port), ("10.1.1.2", 7777), ts=at)
+def _toy_capture(tmp_path: Path, client_port: int, at: float, server: str = "10.1.1.2") -> Path:
+    c = TcpConversation(("10.1.1.1", client_port), (server, 7777), ts=at)
     c.handshake()
     c.send("c2s", b"HELLO\nBAD one\n")
     c.send("s2c", b"OK\n")
     c.close()
-    p = tmp_path / f"c{client_port}-{at}.pcap"
+    p = tmp_path / f"c{client_port}-{at}-{server}.pcap"
     write_capture(str(p), [c])
     return p
 
@@ -68,14 +68,15 @@ def test_stamped_on_flows_frames_and_findings_and_stable_in_fingerprints(tmp_pat
     bad = [f for fr in frames for f in fr.findings]
     assert [f.id for f in bad] == ["toy.line.bad"] and bad[0].community_id == cid
 
-    # The same behaviour at another time (another packet numbering): the same fingerprint. Another
-    # conversation: another one.
+    # The same behaviour at another time (another packet numbering) or from another client port (a
+    # re-recording): the same fingerprint. The same behaviour with another server: another one.
     def fingerprints(path: Path) -> list[str]:
         evs = Analyzer({"toy": ToyDissector()}).run(read_packets(str(path)))
         return [f.fingerprint for e in evs if isinstance(e, Frame) for f in e.findings]
 
     assert fingerprints(_toy_capture(tmp_path, 50000, 5000.0)) == [bad[0].fingerprint]
-    assert fingerprints(_toy_capture(tmp_path, 50001, 1000.0)) != [bad[0].fingerprint]
+    assert fingerprints(_toy_capture(tmp_path, 50001, 1000.0)) == [bad[0].fingerprint]
+    assert fingerprints(_toy_capture(tmp_path, 50000, 1000.0, server="10.1.1.3")) != [bad[0].fingerprint]
 
 
 def test_in_json_lines_and_flows(tmp_path: Path):
