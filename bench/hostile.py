@@ -385,13 +385,14 @@ def gen_bombs(path: str, scale: float, codec: str) -> int:
     64 MiB (over the 16 MiB limit: not expanded), four that declare 1 KiB but expand to 64 MiB
     (stopped just past the declaration), and four that honestly declare 4 MiB (the frame's whole
     budget: expanded, records checked). Framed snappy packs 64 KiB chunks at best ~20:1, so its
-    bombs are 8 MiB and its frames fewer (the capture would otherwise be hundreds of MiB)."""
+    bombs hold 8 MiB (still declared as 64 MiB) and its frames are fewer (the capture would
+    otherwise be hundreds of MiB)."""
     big = (8 if codec == "snappy" else 64) * MIB
     frames = n_of(5 if codec == "snappy" else 20, scale)
     bomb = compress(codec, bytes(big))
     record = struct.pack(">I", 4 * MIB - 4) + bytes(4 * MIB - 4)  # one record filling 4 MiB
     honest = compress(codec, record)
-    entries = ([_bomb_entry(codec, bomb, big, 1)] * 4 + [_bomb_entry(codec, bomb, 1024, 1)] * 4
+    entries = ([_bomb_entry(codec, bomb, 64 * MIB, 1)] * 4 + [_bomb_entry(codec, bomb, 1024, 1)] * 4
                + [_bomb_entry(codec, honest, len(record), 1)] * 4)
     chunk = rstream.build_chunk(entries, 12, 0)
     with open(path, "wb") as f:
