@@ -135,14 +135,14 @@ def test_rule_selection_is_declared_as_overrides(tmp_path):
     assert silence["defaultConfiguration"]["enabled"] is False
 
 
-def _refused_header(path: Path, extra_first: bool, ts: float) -> Path:
+def _refused_header(path: Path, extra_first: bool, ts: float, client_port: int = 40000) -> Path:
     convs = []
     if extra_first:  # another conversation first: packet numbers and flow ids shift
         other = TcpConversation(("10.4.0.9", 41000), ("10.4.0.2", 5672), ts=ts - 5)
         other.handshake()
         other.close()
         convs.append(other)
-    c = TcpConversation(("10.4.0.1", 40000), ("10.4.0.2", 5672), ts=ts, isn_client=4242 if extra_first else 1000)
+    c = TcpConversation(("10.4.0.1", client_port), ("10.4.0.2", 5672), ts=ts, isn_client=4242 if extra_first else 1000)
     c.handshake()
     c.send("c2s", b"AMQP\x00\x00\x09\x01")
     c.send("s2c", b"AMQP\x00\x00\x09\x01")  # the server refuses the version
@@ -154,7 +154,8 @@ def _refused_header(path: Path, extra_first: bool, ts: float) -> Path:
 
 def test_fingerprints_survive_a_re_recording(tmp_path):
     one, _ = sarif(tmp_path, _refused_header(tmp_path / "a.pcap", False, 1_700_000_000.0))
-    two, _ = sarif(tmp_path, _refused_header(tmp_path / "b.pcap", True, 1_750_000_000.0))
+    # Re-recorded later, after another conversation, from another ephemeral client port.
+    two, _ = sarif(tmp_path, _refused_header(tmp_path / "b.pcap", True, 1_750_000_000.0, client_port=51234))
     r1, r2 = one["runs"][0]["results"], two["runs"][0]["results"]
     assert r1 and [r["ruleId"] for r in r1] == [r["ruleId"] for r in r2]
     assert [r["locations"][0]["physicalLocation"]["region"] for r in r1] != \
