@@ -597,15 +597,35 @@ def _rss_bytes(pid: int) -> int:
     return 0
 
 
+#: ``python -m analyzer ARGS`` that writes its own VmHWM to the file named by STREAMPROTO_HWM at exit.
+#: Linux's ``ru_maxrss`` of a child also counts the parent's resident size at fork (the exec records
+#: the old address space's high-water mark), so a parent that had grown (to 78 MiB here) put a floor
+#: under every figure; the new program's own high-water mark is exact.
+RUN_AND_REPORT_HWM = """
+import atexit, os, runpy, sys
+def _hwm():
+    with open('/proc/self/status') as f:
+        kib = next(int(x.split()[1]) for x in f if x.startswith('VmHWM:'))
+    with open(os.environ['STREAMPROTO_HWM'], 'w') as out:
+        out.write(str(kib * 1024))
+atexit.register(_hwm)
+sys.argv[0] = 'streamproto'
+runpy.run_module('analyzer', run_name='__main__', alter_sys=True)
+"""
+
+
 def measure(cmd: list[str], stdout_path: str, *, cwd: str, timeout: float, max_rss: int) -> Run:
     """Run ``cmd`` with stdout to a file; wall time and peak RSS of exactly this child (os.wait4).
 
     The child is killed when it outlives ``timeout`` or its RSS passes ``max_rss`` (polled from
     /proc every 50 ms): a hostile case must not hang the benchmark or push the machine into swap.
     """
+    hwm_path = stdout_path + ".hwm"
+    if os.path.exists(hwm_path):
+        os.remove(hwm_path)
     with open(stdout_path, "wb") as out, tempfile.TemporaryFile() as err:
         t = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=cwd)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=cwd, env={**os.environ, "STREAMPROTO_HWM": hwm_path})
         killed = None
         while True:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
@@ -626,8 +646,14 @@ def measure(cmd: list[str], stdout_path: str, *, cwd: str, timeout: float, max_r
         proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
         err.seek(0)
         stderr = err.read().decode("utf-8", "replace")
-    # ru_maxrss is in KiB on Linux.
-    return Run(seconds, usage.ru_maxrss * 1024, None if killed else proc.returncode, killed, stderr)
+    # The program's own high-water mark when it could write it; else ru_maxrss (KiB on Linux), an
+    # upper bound (see RUN_AND_REPORT_HWM).
+    peak = usage.ru_maxrss * 1024
+    if os.path.exists(hwm_path):
+        with open(hwm_path, encoding="ascii") as f:
+            peak = int(f.read() or peak)
+        os.remove(hwm_path)
+    return Run(seconds, peak, None if killed else proc.returncode, killed, stderr)
 
 
 def count_findings(jsonl_path: str) -> collections.Counter[str]:
@@ -737,7 +763,7 @@ def main(argv: list[str] | None = None) -> int:
     os.makedirs(workdir, exist_ok=True)
     # `python -m analyzer` from the source tree: the checkout is measured, not an installed copy
     # (the editable install's finder comes after sys.path, where the tree is first).
-    cmd = [sys.executable, "-m", "analyzer"]
+    cmd = [sys.executable, "-c", RUN_AND_REPORT_HWM]
     print(f"scale {args.scale}, timeout {args.timeout:.0f} s, max RSS {args.max_rss:.0f} MiB, "
           f"source {args.src}, files in {workdir}", flush=True)
     results = []
