@@ -178,30 +178,40 @@ def _coerce(kind: str, value: Any) -> Any:
         if isinstance(value, datetime):
             return value if value.tzinfo else value.replace(tzinfo=UTC)
         if type(value) is int:
+            # Wire timestamps are seconds (AMQP 0-9-1) or milliseconds (Osiris chunks): a value
+            # past 1e11 would be after the year 5000 in seconds, so it is milliseconds.
             try:
-                return datetime.fromtimestamp(value, UTC)
+                return datetime.fromtimestamp(value if abs(value) < 10**11 else value / 1000, UTC)
             except (OverflowError, OSError, ValueError):
                 return _MISSING
         return _MISSING
     return _MISSING
 
 
-def command_path(command: str) -> str:
-    """``Basic.Publish`` -> ``basic.publish``, ``DeclarePublisherResponse`` -> ``declare_publisher_response``:
-    how the catalogues spell a command inside a field name."""
-    from dissectors.kit.catalog import snake  # the catalogues' own rule
-
-    return ".".join(snake(part) for part in command.split("."))
+def _squash(text: str) -> str:
+    """A command or name path without case and separators: ``Basic.Publish``, ``basic.publish``,
+    ``CONNECTION TUNE``, ``connection.tune`` and ``DeclarePublisherResponse`` all compare equal to
+    how their catalogue spells them."""
+    return "".join(c for c in text.lower() if c.isalnum())
 
 
 class Flattener:
-    """A frame's field tree to {catalogue name: value}, for one protocol. A field path is looked
-    up as ``<protocol>.<command>.<path>`` and then as ``<protocol>.<path>`` (fields every frame of
-    the protocol can carry); list elements add nothing to the path, as in JSON."""
+    """A frame's field tree to {catalogue name: value}, for one protocol.
+
+    A field at path P of a frame of command C is the catalogue field ``<protocol>.<X>.<P>`` whose
+    X spells C (compared without case and separators, so every dissector's way of naming its
+    commands in the catalogue is understood), else ``<protocol>.<P>`` (fields every frame of the
+    protocol can carry). List elements add nothing to the path, as in JSON."""
 
     def __init__(self, dissector: Dissector) -> None:
         self.protocol = dissector.name
-        self.defs = {d.name: d for d in dissector.fields()}
+        # (squashed command, dotted path) -> definition, for every way of cutting each name into a
+        # command part and a field path; the first registered wins.
+        self.index: dict[tuple[str, str], Any] = {}
+        for d in dissector.fields():
+            parts = d.name.split(".")[1:]
+            for k in range(len(parts)):
+                self.index.setdefault((_squash(".".join(parts[:k])), ".".join(parts[k:])), d)
         self._resolved: dict[tuple[str, tuple[str, ...]], Any] = {}
         self._commands: dict[str, str] = {}
 
@@ -211,9 +221,9 @@ class Flattener:
         if d is _MISSING:
             cmd = self._commands.get(command)
             if cmd is None:
-                cmd = self._commands[command] = command_path(command)
+                cmd = self._commands[command] = _squash(command)
             dotted = ".".join(path)
-            d = self.defs.get(f"{self.protocol}.{cmd}.{dotted}") or self.defs.get(f"{self.protocol}.{dotted}")
+            d = self.index.get((cmd, dotted)) or self.index.get(("", dotted))
             self._resolved[key] = d
         return d
 
