@@ -23,6 +23,7 @@ format in :mod:`analyzer.checkpoint`. Their public names are importable from her
 
 from __future__ import annotations
 
+import math
 import struct
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
@@ -367,6 +368,11 @@ class Analyzer:
                 continue
             if conv.deadline is not None and conv.deadline <= now and conv.conn is not None:
                 yield from self._tick(conv, now)
+                if conv.deadline is not None and conv.deadline <= now:
+                    # Not due after all by the dissector's own (strict) test, e.g. silence "longer
+                    # than" the limit at exactly the limit: try again at the next instant, not now,
+                    # or this loop would pop the same entry for ever.
+                    conv.deadline = math.nextafter(now, math.inf)
             wakeups.schedule(conv, idle)
 
     def _tick(self, conv: Conversation, now: float) -> list[Event]:
