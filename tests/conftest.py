@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 
 import pytest
 
@@ -14,13 +15,26 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "spark: runs Spark in local mode; needs Java 17 and pyspark")
     for name, (program, _) in PROGRAMS.items():
         config.addinivalue_line("markers", f"{name}: needs the {program} program")
+    config.addinivalue_line("markers", "capture: captures live on lo; needs root or CAP_NET_RAW")
 
 
 #: Other markers of tests that need a program, handled like ``tshark``: marker -> (program, Debian package).
 PROGRAMS = {"chromium": ("chromium", "chromium"), "rabbitmq": ("rabbitmq-server", "rabbitmq-server")}
 
 
+def _can_capture() -> bool:
+    try:
+        socket.socket(socket.AF_PACKET, socket.SOCK_RAW).close()
+    except (OSError, AttributeError):  # no rights, or not Linux
+        return False
+    return True
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("capture") is not None and not _can_capture():
+        if os.environ.get("CI"):
+            pytest.fail("cannot open a packet socket, and CI must run the live capture tests (run it as root)")
+        pytest.skip("live capture needs root or CAP_NET_RAW")
     _require_spark(item)
     for name, (program, package) in PROGRAMS.items():
         if item.get_closest_marker(name) is not None and not shutil.which(program):
