@@ -44,8 +44,11 @@ FRAME_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
     ("info", pa.string()),
     ("correlation_id", pa.int64()),  # the frame's top-level correlation_id field, where it has one
     ("response_code", pa.int64()),  # its top-level response_code or reply_code field
+    ("stream_offset", pa.int64()),  # of the frame's first byte in its direction's byte stream
     ("request_capture", pa.string()),  # on a response: where the request it answers is
     ("request_packet", pa.int64()),
+    # On a response: the request's stream_offset (in the other direction), to join the two rows.
+    ("request_offset", pa.int64()),
     ("latency", pa.float64()),  # on a response: seconds from the request to it
     ("finding_ids", pa.list_(pa.string())),
     ("extra_fields", pa.string()),  # JSON of fields the catalogue does not name (normally null)

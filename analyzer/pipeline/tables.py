@@ -146,8 +146,9 @@ class Tables:
         date = S.date_of(ev.ts)
         first, last = ev.packets
         row = (capture, chain, first, last, ev.ts, ev.community_id, conv_id, ev.src, ev.dst, str(ev.direction),
-               ev.dialect, ev.command, ev.code, ev.size, ev.info, corr, resp,
-               request[0] if request else None, request[1] if request else None, ev.latency,
+               ev.dialect, ev.command, ev.code, ev.size, ev.info, corr, resp, ev.offset,
+               request[0] if request else None, request[1] if request else None,
+               ev.request[1] if ev.request is not None else None, ev.latency,
                [f.id for f in ev.findings] if ev.findings else [],
                json.dumps(extra, ensure_ascii=False, default=str) if extra else None)
         self._add("frames", protocol, date, row, fields)
