@@ -36,9 +36,9 @@ CAPTURES = [
 ]
 
 
-def streamproto(*args: str, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "analyzer", *args], cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, "STREAMPROTO_NO_PROGRESS": "1", "NO_COLOR": "1"}, **kw)
+def streamproto(*args: str, prefix: list[str] | None = None, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([*(prefix or []), sys.executable, "-m", "analyzer", *args], cwd=ROOT, capture_output=True,
+                          text=True, env={**os.environ, "STREAMPROTO_NO_PROGRESS": "1", "NO_COLOR": "1"}, **kw)
 
 
 def jsonl(text: str) -> list[dict]:
