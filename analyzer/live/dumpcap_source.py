@@ -162,7 +162,10 @@ class DumpcapSource:
                 raise CaptureFailed(f"reading dumpcap's output: {item}")
             if self.linktype is None:
                 self.linktype = item.linktype
-            out.append(item)
+            # Microseconds, as the pcapng copy keeps them (dumpcap's are nanoseconds, which a
+            # float of epoch seconds cannot carry through a file exactly): the copy reads back
+            # the same times.
+            out.append(item._replace(ts=round(item.ts * 1e6) / 1e6))
             if len(out) >= BATCH:
                 break
             try:
