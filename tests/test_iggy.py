@@ -398,3 +398,18 @@ def test_decode_as_and_heuristics_on_another_port(tmp_path: Path) -> None:
     v = tmp_path / "v_other_port.pcap"
     session("V").pcap(str(v), port=9998)
     assert {e.dialect for e in analyze_file(str(v)) if isinstance(e, Frame)} == {"V"}
+
+
+def test_identifier_numbering_tells_zero_based_dialects() -> None:
+    conn = IggyConnection(False)
+    conn.feed(Direction.C2S, request("GET_STREAM", "C", stream_id=0), 0.0)
+    assert conn.cands == ["C", "Z2"] and conn.dialect == "C"  # stream 0 exists from server-0.6 on
+    conn = IggyConnection(False)
+    conn.feed(Direction.C2S, request("GET_TOPIC", "C", stream_id=1, topic_id="orders"), 0.0)
+    assert conn.cands == ["C", "Z2", "Z1", "L1", "L0"] and conn.dialect is None  # no evidence yet
+    # A login that prefers Z1, then stream 0: Z1 cannot name it.
+    conn.feed(Direction.C2S, request("LOGIN_USER", "Z1", username="u", password="p", version="0.7.0", context=""),
+              0.0)
+    assert conn.dialect == "Z1"
+    conn.feed(Direction.C2S, request("DELETE_STREAM", "Z1", stream_id=0), 0.0)
+    assert conn.cands == ["C", "Z2"]

@@ -40,7 +40,16 @@ from dissectors.iggy.commands import (
     VERSION_EVICTIONS,
     Command,
 )
-from dissectors.iggy.dialects import CLASSIC, DIALECTS, accepts, from_sdk_version, order, unpack_version
+from dissectors.iggy.dialects import (
+    CLASSIC,
+    DIALECTS,
+    accepts,
+    from_sdk_version,
+    order,
+    unpack_version,
+    zero_based,
+    zero_id,
+)
 from dissectors.iggy.framing import MIDSTREAM_DETECT, REQUEST, RESPONSE, VSR, IggyFramer, detect
 from dissectors.iggy.login import MACHINE
 from dissectors.iggy.status import CLIENT_MISTAKES, OK, UNSOLICITED, known, status_name, status_text
@@ -236,6 +245,12 @@ class IggyConnection(Connection):
             good = [c for c in cands if c in results and results[c].fits()]
             if good and len(good) < len(cands):
                 self.cands = cands = good
+                self.evidence = True
+            # Identifier numbering: a numeric id 0 exists only where ids are 0-based.
+            based = zero_based(cands)
+            probe = results.get(based[0]) if based else None
+            if probe is not None and len(based) < len(cands) and zero_id(probe.fields):
+                self.cands = cands = based
                 self.evidence = True
             if cmd.code == 38:
                 self._prefer_sdk(results.get(cands[0]))

@@ -8,14 +8,16 @@ consensus header on every frame).
 
 What a dialect changes is data here (quirks and values); the command table (:mod:`.commands`)
 says per command which layout each dialect uses. A connection starts with every classic dialect
-as a candidate and drops those whose layouts cannot decode what it sees (see :func:`order`);
-``V`` is recognised by its framing alone.
+as a candidate and drops those whose layouts cannot decode what it sees, or whose ids cannot be 0
+when a request names stream, topic or group 0 (:func:`zero_id`); ``V`` is recognised by its
+framing alone.
 """
 
 from __future__ import annotations
 
 import re
 
+from analyzer.api import Field
 from dissectors.iggy.commands import COMMANDS
 from dissectors.iggy.status import STATUS
 from dissectors.kit import Dialect
@@ -33,17 +35,18 @@ def _dialect(name: str, title: str, quirks: set[str], **values: object) -> Diale
 
 
 L0 = _dialect("L0", "The 2023 protocol (0.0.4-0.0.32): consumer id u32, legacy messages",
-              {LEGACY_MESSAGES}, checksum="crc32", message_header=0, sdk=None)
+              {LEGACY_MESSAGES}, checksum="crc32", message_header=0, sdk=None, first_id=1)
 L1 = _dialect("L1", "Legacy classic (0.0.33 - server-0.4.300): consumer Identifier, legacy messages, CRC32",
-              {LEGACY_MESSAGES}, checksum="crc32", message_header=0, sdk=((0, 0), (0, 6)))
+              {LEGACY_MESSAGES}, checksum="crc32", message_header=0, sdk=((0, 0), (0, 6)), first_id=1)
 Z1 = _dialect("Z1", "Zero-copy v1 (server-0.5): 56-byte message header, CRC32, 1-based ids",
-              {ZERO_COPY}, checksum="crc32", message_header=56, sdk=((0, 7), (0, 7)))
+              {ZERO_COPY}, checksum="crc32", message_header=56, sdk=((0, 7), (0, 7)), first_id=1)
 Z2 = _dialect("Z2", "Zero-copy v2 (server-0.6): 0-based ids, partition flag, XXH3-64",
-              {ZERO_COPY, ZERO_BASED_IDS}, checksum="xxh3", message_header=56, sdk=((0, 8), (0, 8)))
+              {ZERO_COPY, ZERO_BASED_IDS}, checksum="xxh3", message_header=56, sdk=((0, 8), (0, 8)), first_id=0)
 C = _dialect("C", "Current stable (server-0.7/0.8): 64-byte message header, typed user-header keys",
-             {ZERO_COPY, ZERO_BASED_IDS}, checksum="xxh3", message_header=64, sdk=((0, 9), (0, 10)))
+             {ZERO_COPY, ZERO_BASED_IDS}, checksum="xxh3", message_header=64, sdk=((0, 9), (0, 10)), first_id=0)
 V = _dialect("V", "VSR edge (server-0.9): 256-byte consensus header, login+register, 256-byte batch header",
-             {VSR, ZERO_COPY, ZERO_BASED_IDS}, checksum="xxh3", message_header=48, sdk=((0, 11), (999, 0)))
+             {VSR, ZERO_COPY, ZERO_BASED_IDS}, checksum="xxh3", message_header=48, sdk=((0, 11), (999, 0)),
+             first_id=0)
 
 DIALECTS: dict[str, Dialect] = {d.name: d for d in (L0, L1, Z1, Z2, C, V)}
 #: The classic dialects (framing of sections 1.1/1.2), newest first: the order in which a
@@ -66,6 +69,25 @@ def from_sdk_version(text: str) -> str | None:
         if span is not None and span[0] <= ver <= span[1]:
             return d.name
     return None
+
+
+#: Identifier fields whose numeric value names an entity (0 exists only where ids are 0-based).
+ID_FIELDS = frozenset({"stream_id", "topic_id", "group_id"})
+
+
+def zero_id(fields: list[Field]) -> bool:
+    """Whether a request names a stream, topic or group by the numeric id 0: ids are 0-based from
+    server-0.6 (Z2) on and start at 1 before, where 0 names nothing."""
+    for f in fields:
+        kids = f.children
+        if f.name in ID_FIELDS and f.value == 0 and kids and kids[0].name == "kind" and kids[0].value == 1:
+            return True
+    return False
+
+
+def zero_based(candidates: list[str]) -> list[str]:
+    """The candidates whose ids start at 0."""
+    return [c for c in candidates if DIALECTS[c]["first_id"] == 0]
 
 
 def order(candidates: list[str], preferred: str | None) -> list[str]:
