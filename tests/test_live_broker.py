@@ -1,0 +1,162 @@
+"""`streamproto live -i lo` against a real RabbitMQ (Debian's rabbitmq-server, stream plugin on,
+bound to 127.0.0.1 on ports of its own): real clients (pika for AMQP 0-9-1, rstream for RabbitMQ
+Stream) publish and consume a known number of messages while live captures; the frames printed
+must match what the clients did, and `inspect` of the pcapng copy must print the same frames.
+
+Needs the broker (``rabbitmq`` marker) and capture rights (``capture``); CI has both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.live_helpers import Live, frames
+from tests.test_live_loop import assert_same_frames, jsonl, streamproto
+
+pytestmark = [pytest.mark.rabbitmq, pytest.mark.capture]
+
+AMQP_PORT = 35681
+STREAM_PORT = 35561
+DIST_PORT = 25682
+NODE = "streamproto-live@localhost"
+MESSAGES = 25
+
+
+def _open(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.fixture(scope="module")
+def broker():
+    for port in (AMQP_PORT, STREAM_PORT):
+        if _open(port):
+            pytest.fail(f"port {port} is busy: the test starts its own broker there")
+    # Not under pytest's temporary directory: its parents are private to root, and the broker runs
+    # as the rabbitmq user.
+    state = Path(tempfile.mkdtemp(prefix="streamproto-live-broker-"))
+    for sub in ("mnesia", "log"):
+        (state / sub).mkdir()
+    (state / "rabbitmq.conf").write_text(
+        f"listeners.tcp.default = 127.0.0.1:{AMQP_PORT}\nloopback_users = none\n"
+        f"stream.listeners.tcp.1 = 127.0.0.1:{STREAM_PORT}\nstream.advertised_host = 127.0.0.1\n"
+        f"stream.advertised_port = {STREAM_PORT}\n")
+    (state / "plugins").write_text("[rabbitmq_stream].\n")
+    subprocess.run(["chown", "-R", "rabbitmq:rabbitmq", str(state)], check=False, capture_output=True)
+    os.chmod(state, 0o755)
+    env = dict(os.environ, RABBITMQ_NODE_IP_ADDRESS="127.0.0.1", RABBITMQ_NODENAME=NODE,
+               RABBITMQ_MNESIA_BASE=str(state / "mnesia"), RABBITMQ_LOG_BASE=str(state / "log"),
+               RABBITMQ_CONFIG_FILE=str(state / "rabbitmq.conf"), ERL_EPMD_ADDRESS="127.0.0.1",
+               RABBITMQ_ENABLED_PLUGINS_FILE=str(state / "plugins"), RABBITMQ_DIST_PORT=str(DIST_PORT))
+    out = open(state / "server.out", "wb")  # noqa: SIM115 - closed after the broker stops
+    proc = subprocess.Popen(["rabbitmq-server"], env=env, stdout=out, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        while not (_open(AMQP_PORT) and _open(STREAM_PORT)):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                log = (state / "server.out").read_text(errors="replace")[-3000:]
+                pytest.fail(f"rabbitmq-server did not come up on 127.0.0.1:{AMQP_PORT}/{STREAM_PORT}:\n{log}")
+            time.sleep(0.5)
+        yield
+    finally:
+        subprocess.run(["rabbitmqctl", "-n", NODE, "stop"], env=env, check=False, capture_output=True, timeout=60)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(10)
+        out.close()
+        shutil.rmtree(state, ignore_errors=True)
+        names = subprocess.run(["epmd", "-names"], capture_output=True, text=True, check=False).stdout
+        if "name " not in names:
+            subprocess.run(["epmd", "-kill"], capture_output=True, check=False)
+
+
+def _commands(events: list[dict], command: str) -> list[dict]:
+    return [f for f in frames(events) if f["command"] == command]
+
+
+@pytest.mark.parametrize("backend", ["scapy", "tshark"])
+def test_pika_publish_and_get(broker, backend: str, tmp_path: Path) -> None:
+    import pika
+
+    copy = tmp_path / "amqp.pcapng"
+    live = Live("-i", "lo", "--backend", backend, "-f", f"tcp port {AMQP_PORT}", "-d", f"{AMQP_PORT}=amqp091",
+                "--format", "jsonl", "-w", str(copy))
+    try:
+        assert live.started(), live.banner
+        conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", AMQP_PORT))
+        ch = conn.channel()
+        ch.confirm_delivery()
+        queue = ch.queue_declare("", exclusive=True).method.queue
+        for i in range(MESSAGES):
+            ch.basic_publish("", queue, f"live message {i}".encode())
+        got = []
+        for _ in range(MESSAGES):
+            _, _, body = ch.basic_get(queue, auto_ack=True)
+            got.append(body)
+        conn.close()
+        assert got == [f"live message {i}".encode() for i in range(MESSAGES)]
+        live.wait_for(lambda events: bool(_commands(events, "Connection.CloseOk")))
+    finally:
+        code, err = live.stop()
+    assert code == 0, err
+    events = live.events()
+    publishes = _commands(events, "Basic.Publish")
+    assert [f["fields"]["routing_key"] for f in publishes] == [queue] * MESSAGES
+    bodies = [f["fields"]["message"]["body"] for f in _commands(events, "ContentBody")]
+    # Each message twice: published by the client, then delivered by Basic.Get.
+    assert bodies == [f"live message {i}" for i in range(MESSAGES)] * 2
+    assert len(_commands(events, "Basic.GetOk")) == MESSAGES
+    assert len(_commands(events, "Basic.Ack")) == MESSAGES  # the broker's publisher confirms
+    assert not [f for f in frames(events) for x in f["findings"] if x["severity"] == "error"]
+    again = frames(jsonl(streamproto("inspect", str(copy), "-d", f"{AMQP_PORT}=amqp091", "-T", "jsonl").stdout))
+    assert_same_frames(frames(events), again)
+
+
+@pytest.mark.parametrize("backend", ["scapy", "tshark"])
+def test_rstream_publish_with_confirms(broker, backend: str, tmp_path: Path) -> None:
+    from rstream import AMQPMessage, Producer
+
+    copy = tmp_path / "stream.pcapng"
+    stream = f"live-{backend}"
+
+    async def publish() -> None:
+        async with Producer("127.0.0.1", port=STREAM_PORT, username="guest", password="guest") as producer:
+            await producer.create_stream(stream, exists_ok=True)
+            for i in range(MESSAGES):
+                await producer.send_wait(stream, AMQPMessage(body=f"stream message {i}".encode()))
+            await producer.delete_stream(stream)
+
+    live = Live("-i", "lo", "--backend", backend, "-f", f"tcp port {STREAM_PORT}",
+                "-d", f"{STREAM_PORT}=rabbitmq_stream", "--format", "jsonl", "-w", str(copy))
+    try:
+        assert live.started(), live.banner
+        asyncio.run(publish())
+        live.wait_for(lambda events: len([i for f in _commands(events, "PublishConfirm")
+                                          for i in f["fields"]["publishing_ids"]]) >= MESSAGES
+                      and bool(_commands(events, "Delete")))
+    finally:
+        code, err = live.stop()
+    assert code == 0, err
+    events = live.events()
+    messages = [m for f in _commands(events, "Publish") for m in f["fields"]["messages"]]
+    assert [m["amqp"]["data"] for m in messages] == [[f"stream message {i}"] for i in range(MESSAGES)]
+    confirmed = [i for f in _commands(events, "PublishConfirm") for i in f["fields"]["publishing_ids"]]
+    assert sorted(confirmed) == sorted(m["publishing_id"] for m in messages)
+    assert not [f for f in frames(events) for x in f["findings"] if x["severity"] == "error"]
+    again = frames(jsonl(streamproto("inspect", str(copy), "-d", f"{STREAM_PORT}=rabbitmq_stream",
+                                     "-T", "jsonl").stdout))
+    assert_same_frames(frames(events), again)
