@@ -136,7 +136,23 @@ def test_v_reply_number_matching_nothing_and_duplicates() -> None:
                     "iggy.correlation.unknown_request_number")
     assert f.message == "reply to request number 42 that matches no outstanding request"
     (cmd, f), = where(run(ANOMALIES["iggy.correlation.duplicate"]()), "iggy.correlation.duplicate")
-    assert cmd == "PING" and "reuses id 2" in f.message
+    assert cmd == "CREATE_STREAM"
+    assert f.message == "CREATE_STREAM reuses request number 1 (the last replicated request had 1)"
+
+
+def test_v_reads_share_the_next_replicated_number_and_pair_in_order() -> None:
+    """As apache-iggy 0.9.0 numbers them: reads carry the number the next replicated request will
+    use, so pipelined reads share it; their replies pair in order, and that is no reuse."""
+    s = v_opened()
+    s.c(v_request("PING", 1, session=1)).c(v_request("GET_STREAMS", 1, session=1))
+    s.s(v_reply(1, 2)).s(v_reply(1, 2))
+    s.c(v_request("CREATE_STREAM", 1, session=1, name="a")).s(v_reply(1, 128, 1012))
+    s.c(v_request("GET_STREAMS", 2, session=1)).s(v_reply(2, 2))
+    events = run(s)
+    fs = list(frames(events))
+    assert [f.command for f in fs[2:6]] == ["PING", "GET_STREAMS", "PING_RESPONSE", "GET_STREAMS_RESPONSE"]
+    assert fs[4].request == fs[2].anchor() and fs[5].request == fs[3].anchor()
+    assert ids(events) == ["iggy.response.refused"]
 
 
 def test_checksum_and_message_problems_come_from_the_payload_decoders() -> None:

@@ -4,7 +4,9 @@ Sans-IO: bytes in through ``feed``/``gap``/``end``, Frames and Findings out. The
 the framing (classic, or V's consensus header: :func:`.framing.detect`); an
 :class:`~.framing.IggyFramer` per direction cuts frames. Classic responses carry no correlation id,
 so they pair with requests strictly in order (``Correlator.in_order()``); V replies name their
-request number (``Correlator.by_id()``). The login is a transition table (:mod:`.login`).
+request number; several requests share a number (reads carry the number the next replicated request
+will use), so V pairs in order per number (``Correlator.in_order()`` keyed by it). The login is a
+transition table (:mod:`.login`).
 
 The dialect: V from its framing; otherwise every classic dialect starts as a candidate and a
 request or response that one candidate's layout cannot decode (and another's can) removes it
@@ -71,7 +73,7 @@ FLAGGED = 1
 @plain_state
 class IggyConnection(Connection):
     __slots__ = ("midstream", "forced", "dialect", "cands", "evidence", "framing", "pending", "framer_c2s",
-                 "framer_s2c", "pairs", "login", "lossy", "client_version")
+                 "framer_s2c", "pairs", "login", "lossy", "client_version", "replicated")
 
     def __init__(self, midstream: bool, forced: str | None = None) -> None:
         self.midstream = midstream
@@ -99,6 +101,8 @@ class IggyConnection(Connection):
         self.lossy = midstream
         #: V: the protocol version of the client's LOGIN_REGISTER.
         self.client_version: int | None = None
+        #: V: the request number of the last replicated request (they number 1, 2, 3, ...).
+        self.replicated = 0
 
     def _start(self, vsr: bool) -> None:
         synced = not self.midstream
@@ -109,7 +113,8 @@ class IggyConnection(Connection):
             self.evidence = True
             self.framer_c2s = IggyFramer("c2s", VSR, synced)
             self.framer_s2c = IggyFramer("s2c", VSR, synced)
-            self.pairs = Correlator.by_id()
+            # In order per request number: reads share the number of the next replicated request.
+            self.pairs = Correlator.in_order()
         else:
             self.framing = REQUEST
             self.framer_c2s = IggyFramer("c2s", REQUEST, synced)
@@ -452,8 +457,16 @@ class IggyConnection(Connection):
                     self.client_version = cv.children[0].value
                     frame.info += f" protocol={cv.children[0].display}"
         assert self.pairs is not None
+        if op >= 128 and not self.lossy:
+            # Replicated requests consume the numbers 1, 2, 3, ...; a number used again is a request
+            # the server has applied already (RequestAlreadyApplied) or a client that lost count.
+            if number <= self.replicated:
+                frame.findings.append(R.DUPLICATE(f"{frame.command} reuses request number {number} (the last "
+                                                  f"replicated request had {self.replicated})",
+                                                  command=frame.command, field="request"))
+            self.replicated = max(self.replicated, number)
         f = self.pairs.request("c2s", number, frame.command, frame.anchor(), ts, [frame.code, _flags(frame), op],
-                               duplicate=R.DUPLICATE, limit_rule=R.LIMIT)
+                               limit_rule=R.LIMIT)
         if f is not None:
             frame.findings.append(f)
 

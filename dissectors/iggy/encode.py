@@ -433,7 +433,8 @@ def _a_unknown_reply() -> Script:
 
 
 def _a_duplicate() -> Script:
-    return v_opened().c(v_request("PING", 2, session=1)).c(v_request("PING", 2, session=1)).s(v_reply(2, 2))
+    s = v_opened().c(v_request("CREATE_STREAM", 1, session=1, name="a")).s(v_reply(1, 128, 0, stream_details(0, "a")))
+    return s.c(v_request("CREATE_STREAM", 1, session=1, name="b")).s(v_reply(1, 128, 59))
 
 
 def _a_mismatch() -> Script:

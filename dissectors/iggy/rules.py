@@ -64,8 +64,9 @@ UNKNOWN_RESPONSE = _RS.family(K.CORRELATION_UNKNOWN_RESPONSE,
 UNANSWERED = _RS.family(K.CORRELATION_UNANSWERED)
 UNKNOWN_REPLY = _RS.own("correlation.unknown_request_number", W, Category.CORRELATION,
                         "A V reply whose request number matches no outstanding request")
-DUPLICATE = _RS.family(K.CORRELATION_DUPLICATE, "A V request reuses the request number of a request still "
-                                                "waiting for its reply")
+DUPLICATE = _RS.family(K.CORRELATION_DUPLICATE, "A V replicated request reuses the request number of an earlier "
+                                                "one (replicated requests number 1, 2, 3, ...; reads share the "
+                                                "next number, which is no reuse)")
 MISMATCH = _RS.family(K.CORRELATION_MISMATCH, "A V reply whose operation differs from the request it answers")
 LIMIT = _RS.family(K.LIMIT_EXCEEDED)
 # responses
