@@ -100,3 +100,17 @@ def test_unreadable_inputs_are_reported_by_both_engines(outputs: tuple[str, str,
     assert {os.path.basename(p) for p, _ in spark_outcome.failed} == {"notes.pcap", "cut.pcap"}
     status = {os.path.basename(r["capture"]): r["status"] for r in rows(on_spark, "files")}
     assert status["notes.pcap"] == status["cut.pcap"] == "error" and status["rot.pcap1"] == "ok"
+
+
+def test_spark_sql_report_equals_duckdb(outputs: tuple[str, str, Any, Any]) -> None:
+    from analyzer.pipeline.report import duckdb_sections, spark_sections
+
+    local, on_spark, _, _ = outputs
+    expected = duckdb_sections(local, 1000)
+    assert sum(len(s.rows) for s in expected) > 20
+    for got in (spark_sections(local, "local[2]", 1000), spark_sections(on_spark, "local[2]", 1000)):
+        assert [s.name for s in got] == [s.name for s in expected]
+        for g, e in zip(got, expected, strict=True):
+            assert g.columns == e.columns
+            assert [[pytest.approx(v, abs=1e-9) if isinstance(v, float) else v for v in r] for r in g.rows] \
+                == e.rows, g.name
