@@ -57,7 +57,10 @@ def register(app: typer.Typer) -> None:
         try:
             outcome = run(inputs, out, settings, str(engine), jobs, master)
         except ImportError as exc:
-            raise fail(f"the {engine} engine needs {exc.name} (pip install 'streamproto[spark]')") from None
+            raise fail(f"the {engine} engine needs {exc.name or 'pyspark with its SQL extras'} "
+                       f"(pip install 'streamproto[spark]')") from None
+        except RuntimeError as exc:  # SparkUnavailable: no Java, no master
+            raise fail(str(exc)) from None
         except OSError as exc:
             raise fail(f"{out}: {exc.strerror or exc}") from None
         for name in outcome.missing:
@@ -90,5 +93,8 @@ def register(app: typer.Typer) -> None:
         try:
             sections = report.run(str(directory), str(engine), master, top)
         except ImportError as exc:
-            raise fail(f"pipeline-report needs {exc.name} (pip install 'streamproto[spark]')") from None
+            raise fail(f"pipeline-report needs {exc.name or 'pyspark with its SQL extras'} "
+                       f"(pip install 'streamproto[spark]')") from None
+        except RuntimeError as exc:  # SparkUnavailable
+            raise fail(str(exc)) from None
         report.write(sections, str(format))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -126,7 +127,18 @@ def session(master: str | None, app: str = "streamproto pipeline") -> Any:
     # Under spark-submit the master comes from there; otherwise local[*] unless told.
     if master or not SparkConf().contains("spark.master"):
         builder = builder.master(master or "local[*]")
-    return builder.getOrCreate()
+    if not sys.stderr.isatty():  # Spark's progress bars are for terminals, not logs
+        builder = builder.config("spark.ui.showConsoleProgress", "false")
+    try:
+        return builder.getOrCreate()
+    except Exception as exc:  # no Java, a master that does not answer, ...: one line for the CLI
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SparkUnavailable(f"cannot start Spark ({first}); the Spark engine needs Java 17 "
+                               f"(apt-get install openjdk-17-jre-headless)") from exc
+
+
+class SparkUnavailable(RuntimeError):
+    """Spark could not be started."""
 
 
 def run(chains: list[Chain], out: str, settings: Settings, master: str | None) -> list[FileResult]:
