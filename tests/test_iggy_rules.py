@@ -195,3 +195,18 @@ def test_too_many_outstanding_requests_are_one_finding() -> None:
         out += conn.feed(Direction.C2S, request("PING"), 1.0 + i)
     out += conn.end(9.0)
     assert [f.id for f in all_findings(out)] == ["iggy.limit.exceeded"]
+
+
+def test_a_cut_or_padded_register_reply_is_reported_once() -> None:
+    from dissectors.iggy.encode import register_reply
+
+    cut = v_opened()
+    cut.items = cut.items[:1]
+    cut.s(v_reply(1, 1, 0, register_reply()[:10]))
+    events = run(cut)
+    assert ids(events) == ["iggy.framing.truncated"]
+    padded = v_opened()
+    padded.items = padded.items[:1]
+    padded.s(v_reply(1, 1, 0, register_reply() + b"\0\0"))
+    assert ids(run(padded)) == ["iggy.framing.trailing"]
+    assert [f.command for f in frames(run(padded))] == ["LOGIN_REGISTER", "LOGIN_REGISTER_RESPONSE"]

@@ -284,14 +284,7 @@ class IggyConnection(Connection):
         frame.command = cmd.name
         frame.code = cmd.code
         frame.fields.extend(decoded.fields)
-        findings = frame.findings
-        if decoded.cut is not None:
-            text, _, field = decoded.cut
-            findings.append(R.TRUNCATED(f"{cmd.name}: {text}", command=cmd.name, field=field))
-        if decoded.trailing is not None:
-            findings.append(R.TRAILING(f"{cmd.name}: {len(frame.data or b'') - decoded.trailing} bytes after the "
-                                       f"last field", command=cmd.name))
-        _problems(findings, decoded.problems, cmd.name)
+        _layout_findings(frame.findings, decoded, cmd.name, frame.size)
         frame.info = _request_info(cmd, decoded)
 
     def _judge_login(self, frame: Frame, cmd: Command) -> None:
@@ -506,30 +499,23 @@ class IggyConnection(Connection):
 
     def _register_reply(self, frame: Frame, pending: list[Any], data: bytes, start: int, ts: float,
                         number: int) -> None:
-        decoded = payloads.Request([])
-        kids, off = [], start
-        view = memoryview(data)
-        try:
-            for spec in REGISTER_REPLY.fields:
-                f, off = spec.type.read(spec.name, view, off, len(data), spec)
-                kids.append(f)
-        except DecodeError as exc:  # the body is cut
-            frame.findings.append(R.TRUNCATED(f"LOGIN_REGISTER reply: {exc}", command="LOGIN_REGISTER_RESPONSE"))
-        finally:
-            view.release()
-        decoded.fields = kids
-        if off < len(data):
-            frame.findings.append(R.TRAILING(f"LOGIN_REGISTER reply: {len(data) - off} bytes after the last field",
-                                             command="LOGIN_REGISTER_RESPONSE"))
-        server = next((f.value for f in kids if f.name == "server_protocol_version"), None)
-        decoded.info = f"user_id={kids[0].value}" if kids else ""
-        if server is not None and self.client_version is not None and not accepts(server, self.client_version):
+        """The register reply's body (9.5): user id, session, and the server's protocol version,
+        which must accept the client's."""
+        decoded = payloads.decode(REGISTER_REPLY, data, start)
+        command = f"{pending[0]}_RESPONSE"
+        frame.command = command
+        _layout_findings(frame.findings, decoded, command, len(data))
+        values = {f.name: f.value for f in decoded.fields}
+        server = values.get("server_protocol_version")
+        cv = self.client_version
+        if isinstance(server, int) and cv is not None and not accepts(server, cv):
             frame.findings.append(R.PROTOCOL_VERSION(
-                f"client protocol {_ver(self.client_version)} is newer than the server's {_ver(server)}",
-                command="LOGIN_REGISTER_RESPONSE", field="server_protocol_version"))
+                f"client protocol {_ver(cv)} is newer than the server's {_ver(server)}", command=command,
+                field="server_protocol_version"))
         # Pairing, login and Info as for every reply; the body is decoded here.
-        self._answer(frame, pending, OK, data, len(data), ts, f" {decoded.info} req={number}")
-        frame.fields.extend(kids)
+        user = f" user_id={values['user_id']}" if "user_id" in values else ""
+        self._answer(frame, pending, OK, data, len(data), ts, f"{user} req={number}")
+        frame.fields.extend(decoded.fields)
 
     def _v_eviction(self, frame: Frame, data: bytes) -> None:
         header = frame.fields[0]
@@ -566,6 +552,17 @@ def _unanswered(d: str, key: Any, pending: list[Any]) -> str | None:
     if d != "c2s":
         return None
     return f"{pending[0]} was never answered" + (f" (request number {key})" if key else "")
+
+
+def _layout_findings(findings: list[Finding], decoded: payloads.Request, command: str, size: int) -> None:
+    """What decoding a layout found: where it was cut, bytes left over, invalid values."""
+    if decoded.cut is not None:
+        text, _, field = decoded.cut
+        findings.append(R.TRUNCATED(f"{command}: {text}", command=command, field=field))
+    if decoded.trailing is not None:
+        findings.append(R.TRAILING(f"{command}: {size - decoded.trailing} bytes after the last field",
+                                   command=command))
+    _problems(findings, decoded.problems, command)
 
 
 def _problems(findings: list[Finding], problems: list[tuple[str, str]], command: str) -> None:

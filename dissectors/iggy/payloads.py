@@ -29,12 +29,17 @@ class Request(Decoded):
 def request(cmd: Command, dialect: str, data: bytes, start: int) -> Request:
     """The payload ``data[start:]`` of a request of ``cmd`` as ``dialect`` lays it out."""
     layout = cmd.layout(dialect)
-    end = len(data)
     if layout is SEND_PAYLOAD:
-        d = decode_send_messages(dialect, data, start, end)
+        d = decode_send_messages(dialect, data, start, len(data))
         out = Request(d.fields, d.info, d.problems)
         return out
     assert isinstance(layout, Struct)
+    return decode(layout, data, start)
+
+
+def decode(layout: Struct, data: bytes, start: int) -> Request:
+    """``data[start:]`` as ``layout``: every field that fits, where it was cut, what is left over."""
+    end = len(data)
     fields: list[Field] = []
     out = Request(fields)
     view = memoryview(data)
