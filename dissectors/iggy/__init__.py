@@ -30,6 +30,13 @@ Dialects (``Frame.dialect``), as named in iggy.md section 0, and how they are to
 Options: ``-o iggy.dialect=NAME`` (or ``--dialect iggy=NAME``) fixes the dialect, for a capture
 that starts mid-stream or holds too little to tell; ``auto`` (the default) detects it.
 
+Not decoded, for want of a layout: the bodies of DESCRIBE_OPTIONS (13) and LOGIN_REGISTER_WITH_PAT
+(45) of V (shown as ``body``); L0's login and logout of 0.0.4-0.0.7 (codes 32 and 33, which 0.0.8
+gave to GET_USERS and CREATE_USER: L0 here is the 0.0.8 numbering); L1 requests in the layouts of
+servers before 0.3.0 (CREATE_TOPIC, UPDATE_TOPIC, CREATE_PERSONAL_ACCESS_TOKEN are decoded as
+0.3.0 - 0.4.300 write them, which the recorded SDKs do). V's StoreConsumerOffset ``ack`` byte is
+taken to follow the offset (iggy.md names it, not its place).
+
 Heuristics recognise Iggy on other ports from a first client frame (a known command code with a
 plausible length, or a V request header); HTTP, TLS and random bytes are never claimed.
 """
