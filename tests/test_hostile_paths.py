@@ -172,3 +172,24 @@ def test_port_reuse_after_data_is_still_a_new_conversation() -> None:
     frames = [e for e in a.run(packets_of([first, second])) if isinstance(e, Frame)]
     assert len(a.flows) == 2 and [f.flow for f in frames] == [1, 2]
     assert ACK and PSH and RST  # the flags the writer uses
+
+
+def test_resync_over_a_long_junk_run_in_small_segments_is_linear() -> None:
+    # Found by the fuzz campaign (fuzz/regressions/rabbitmq_stream/timeout-resync-rescans-junk): out
+    # of sync, every segment made resync scan all unconfirmed bytes again.
+    from dissectors.kit.framing import ByteQueue
+
+    scanned = 0
+
+    def resync(buf: memoryview, pos: int) -> tuple[int, bool]:
+        nonlocal scanned
+        scanned += len(buf) - pos  # a resync that never confirms looks at every byte it is given
+        return pos, False
+
+    q = ByteQueue(synced=False)
+    total = 0
+    for _ in range(2000):
+        q.append(b"\x00" * 100)
+        total += 100
+        list(q.cut(lambda b, p: -1, resync))
+    assert scanned < 10 * total  # every segment scanning all 200,000 bytes: 20,000,000

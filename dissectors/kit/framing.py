@@ -34,11 +34,18 @@ class Piece:
 class ByteQueue:
     """Ordered bytes of one direction, addressed by stream offset."""
 
-    __slots__ = ("_buf", "_pos", "_base", "synced")
+    __slots__ = ("_buf", "_pos", "_base", "synced", "_rescan")
 
     #: Bytes buffered beyond this while waiting for the rest of one frame are given up as
     #: unframeable: a length from the wire never makes the queue grow without bound.
     LIMIT = 64 << 20
+    #: Out of sync, ``resync`` scans every unread byte again on each call until it confirms a frame
+    #: start. Runs of unconfirmed bytes up to this size are scanned again on every segment; longer
+    #: ones only once they grew by a quarter: a run of junk in small segments (a fuzzer found one of
+    #: plausible-looking headers: 128 KiB took 6 s, a MiB minutes) costs linear work, not
+    #: quadratic. The price: a frame start that the newest bytes would confirm waits for the next
+    #: scan, and at the end of the stream the bytes after the last scan are left unframed.
+    RESCAN_FREE = 4096
 
     def __init__(self, synced: bool = True) -> None:
         # None while nothing is buffered (the usual state between segments): an idle queue holds
@@ -47,6 +54,7 @@ class ByteQueue:
         self._pos = 0  # read position inside _buf
         self._base = 0  # stream offset of _buf[0]
         self.synced = synced
+        self._rescan = 0  # out of sync: unread bytes needed before resync looks again (see RESCAN_FREE)
 
     @property
     def offset(self) -> int:
@@ -79,6 +87,7 @@ class ByteQueue:
         self._buf = None
         self._pos = 0
         self.synced = False
+        self._rescan = 0
         return dropped
 
     def cut(self, measure: Measure, resync: Resync) -> Iterator[Piece]:
@@ -92,13 +101,18 @@ class ByteQueue:
                 if pos >= len(buf):
                     break
                 if not self.synced:
+                    if len(buf) - pos < getattr(self, "_rescan", 0):
+                        break  # scanned already: wait until enough new bytes came
                     at, found = resync(view, pos)
                     at = max(pos, min(at, len(buf)))
                     if at > pos:
                         yield Piece(self._base + pos, bytes(view[pos:at]), junk=True)
                         self._pos = at
                     if not found:
+                        waiting = len(buf) - at
+                        self._rescan = waiting + waiting // 4 if waiting > self.RESCAN_FREE else 0
                         break
+                    self._rescan = 0
                     self.synced = True
                     continue
                 n = measure(view, pos)
@@ -123,6 +137,7 @@ class ByteQueue:
         self._base += len(buf)
         self._buf = None
         self._pos = 0
+        self._rescan = 0
         return piece
 
     def _compact(self) -> None:
