@@ -275,3 +275,21 @@ def test_a_conversation_expires_at_another_conversations_packet_in_a_later_file(
     # Reported at B's first packet past A's last one + 1 s: in the second file, not at the end.
     assert unanswered["ts"] == min(p.ts for p in packets if p.ts >= t0 + 0.04 + 1.0)
     assert unanswered["ts"] < t0 + 2.0
+
+
+def test_inputs_named_by_uri_are_listed_and_copied_through_pyarrow_filesystems(tmp_path: Path) -> None:
+    """hdfs:// and s3a:// go through pyarrow's filesystems (the Spark engine on a cluster); file://
+    takes the same path here: a directory, a glob, names kept as given, equal to the plain paths."""
+    paths = split(str(ROOT / "captures" / "amqp091" / "pika_large.pcap"), [30, 43], tmp_path / "host1")
+    (tmp_path / "host1" / "notes.pcap").write_text("not a capture\n")
+    plain, by_uri, by_glob = (str(tmp_path / n) for n in ("plain", "uri", "glob"))
+    pipeline_run([str(tmp_path / "host1")], plain, Settings(), jobs=2)
+    outcome = pipeline_run([f"file://{tmp_path}/host1"], by_uri, Settings(), jobs=2)
+    assert outcome.files == 4 and [os.path.basename(p) for p, _ in outcome.failed] == ["notes.pcap"]
+    assert outcome.failed[0][1].startswith(f"file://{tmp_path}/host1/notes.pcap")  # the name as given
+    expected = collections.Counter({(f"file://{k[0]}", *k[1:]): v for k, v in table_frames(plain).items()})
+    assert table_frames(by_uri) == expected and sum(expected.values()) == 91
+    (conv,) = rows(by_uri, "conversations")
+    assert conv["files"] == [f"file://{p}" for p in paths]
+    pipeline_run([f"file://{tmp_path}/host*/rot.pcap[12]"], by_glob, Settings(), jobs=2)
+    assert {r["capture"] for r in rows(by_glob, "files")} == {f"file://{p}" for p in paths[1:]}

@@ -21,6 +21,7 @@ the engine does; the new conversation is stage 1's.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from array import array
@@ -37,6 +38,7 @@ from analyzer.capture_files import CaptureFiles
 from analyzer.engine import Analyzer, NoDecodableLinkType
 from analyzer.flows import FlowInfo
 from analyzer.packets import ACK, SYN, LinkDecoder, reverse_key
+from analyzer.pipeline import remote
 from analyzer.pipeline.tables import Tables, conversation_id
 from analyzer.registry import load_dissectors, parse_decode_as, parse_options
 
@@ -166,30 +168,37 @@ def decode_file(path: str, chain: str, position: int, last: bool, settings: Sett
 
     def packets() -> Iterator[RawPacket]:
         try:
-            for pkt in read_packets(path):
-                times.append(pkt.ts)
-                if not first:
-                    seg = ld.decode(pkt)
-                    if seg is not None:
-                        key = _canonical(ld.key)
-                        if key not in held:
-                            # The first packet of these addresses in this file decides: a SYN opens a
-                            # conversation here; anything else may continue one from an earlier file.
-                            syn = seg.flags & (SYN | ACK) == SYN
-                            cid = None if syn else _community_id(seg)
-                            held[key] = cid
-                            if syn:
-                                edge = edges.setdefault(_community_id(seg), Edge(position))
-                                edge.syn = (pkt.number, pkt.ts, pkt.linktype, pkt.data, pkt.orig_len)
-                        cid = held[key]
-                        if cid is not None:
-                            edges.setdefault(cid, Edge(position)).raw.append(
-                                (pkt.number, pkt.ts, pkt.linktype, pkt.data, pkt.orig_len))
-                            yield _placeholder(pkt.ts)
-                            continue
-                yield pkt
+            with contextlib.ExitStack() as stack:
+                local = path
+                if remote.is_uri(path):  # copied to this machine first, streamed (any size)
+                    local = stack.enter_context(remote.local_copy(path))
+                yield from held_back(read_packets(local))
         except CaptureError as exc:  # what was readable is kept; the file's row says what happened
-            error.append(str(exc))
+            error.append(str(exc).replace(local, path) if local != path else str(exc))
+
+    def held_back(source: Iterator[RawPacket]) -> Iterator[RawPacket]:
+        for pkt in source:
+            times.append(pkt.ts)
+            if not first:
+                seg = ld.decode(pkt)
+                if seg is not None:
+                    key = _canonical(ld.key)
+                    if key not in held:
+                        # The first packet of these addresses in this file decides: a SYN opens a
+                        # conversation here; anything else may continue one from an earlier file.
+                        syn = seg.flags & (SYN | ACK) == SYN
+                        cid = None if syn else _community_id(seg)
+                        held[key] = cid
+                        if syn:
+                            edge = edges.setdefault(_community_id(seg), Edge(position))
+                            edge.syn = (pkt.number, pkt.ts, pkt.linktype, pkt.data, pkt.orig_len)
+                    cid = held[key]
+                    if cid is not None:
+                        edges.setdefault(cid, Edge(position)).raw.append(
+                            (pkt.number, pkt.ts, pkt.linktype, pkt.data, pkt.orig_len))
+                        yield _placeholder(pkt.ts)
+                        continue
+            yield pkt
 
     if not (first and last):
         # A file of a chain: events name their file and messages say "packet N of FILE", as when
@@ -384,6 +393,8 @@ def _replay(chain: str, captures: list[str], edges: dict[int, Edge], timelines: 
 
 
 def file_size(path: str) -> int | None:
+    if remote.is_uri(path):
+        return remote.size(path)
     try:
         return os.path.getsize(path)
     except OSError:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from analyzer.capture import order_captures
+from analyzer.pipeline import remote
 
 #: What a directory's files must look like to be read (anything else there is ignored).
 CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap", ".pcap.gz", ".pcapng.gz", ".cap.gz")
@@ -40,7 +41,12 @@ def expand(inputs: Sequence[str]) -> tuple[list[str], list[str]]:
     found: list[str] = []
     missing: list[str] = []
     for item in inputs:
-        if os.path.isdir(item):
+        if remote.is_uri(item):  # hdfs://, s3a://, file://: listed through pyarrow's filesystems
+            got = remote.expand(item, _is_capture)
+            found.extend(got)
+            if not got:
+                missing.append(item)
+        elif os.path.isdir(item):
             for root, dirs, files in os.walk(item):
                 dirs.sort()
                 found.extend(os.path.join(root, f) for f in sorted(files) if _is_capture(f))
@@ -59,7 +65,7 @@ def expand(inputs: Sequence[str]) -> tuple[list[str], list[str]]:
     seen: set[str] = set()
     unique = []
     for f in found:
-        key = os.path.abspath(f)
+        key = f if remote.is_uri(f) else os.path.abspath(f)
         if key not in seen:
             seen.add(key)
             unique.append(f)
@@ -70,5 +76,14 @@ def chains(files: Sequence[str]) -> list[Chain]:
     """The files grouped by directory, each group in capture order (first packet's time)."""
     groups: dict[str, list[str]] = {}
     for f in files:
-        groups.setdefault(os.path.dirname(os.path.abspath(f)), []).append(f)
-    return [Chain(name, tuple(order_captures(group))) for name, group in sorted(groups.items())]
+        key = f.rsplit("/", 1)[0] if remote.is_uri(f) else os.path.dirname(os.path.abspath(f))
+        groups.setdefault(key, []).append(f)
+    return [Chain(name, tuple(_ordered(group))) for name, group in sorted(groups.items())]
+
+
+def _ordered(group: list[str]) -> list[str]:
+    if not any(remote.is_uri(f) for f in group):
+        return order_captures(group)
+    # As order_captures does, from the first megabyte of each file.
+    firsts = [remote.first_ts(f) for f in group]
+    return [f for _, _, f in sorted((t, i, f) for i, (t, f) in enumerate(zip(firsts, group, strict=True)))]
