@@ -8,7 +8,8 @@ Community ID) with the timelines their replay needs and runs ``applyInArrow`` pe
 each table the blobs are unpacked by ``mapInArrow`` into the table's schema and written by Spark,
 partitioned as the local engine partitions them (``frames/protocol=P/date=D``, ...).
 
-The files must be readable under the same path on every executor (a shared or mounted filesystem).
+Plain paths must be readable under the same path on every executor (a shared or mounted filesystem);
+files named by URI (``hdfs://``, ``s3a://``) are copied to the executor first (:mod:`.remote`).
 """
 
 from __future__ import annotations
