@@ -82,7 +82,8 @@ def test_a_session_fed_one_byte_at_a_time_decodes_the_same(dialect: str) -> None
 
 
 def test_dialect_l0_needs_the_2023_layouts_and_l1_the_later_ones() -> None:
-    # LOGIN_USER without version fields leaves L0 and L1; CREATE_TOPIC's layout tells them apart.
+    # LOGIN_USER without version fields leaves L0 and L1; so does CREATE_TOPIC (servers up to 0.1.8,
+    # inside L1, read the 2023 layout); the consumer (u32 or Identifier) tells them apart.
     conn = IggyConnection(False)
     s = opened("L0")
     for d, data, ts in s.items:
@@ -90,6 +91,9 @@ def test_dialect_l0_needs_the_2023_layouts_and_l1_the_later_ones() -> None:
     assert conn.cands == ["L1", "L0"]
     conn.feed(Direction.C2S, request("CREATE_TOPIC", "L0", stream_id=1, topic_id=1, partitions_count=1,
                                      message_expiry=0, name="t"), 1.0)
+    assert conn.cands == ["L1", "L0"]
+    conn.feed(Direction.C2S, request("GET_CONSUMER_OFFSET", "L0", consumer={"kind": 1, "id": 7}, stream_id=1,
+                                     topic_id=1, partition_id=1), 1.0)
     assert conn.cands == ["L0"] and conn.dialect == "L0"
 
 
@@ -228,7 +232,9 @@ def test_every_command_of_every_dialect_round_trips_through_its_layout() -> None
                 continue
             values = {f.name: _sample(f) for f in layout.fields if not f.optional}
             for dialect in dialects:
-                raw = payload(cmd.name, dialect, **values)
+                raw = layout.write(values)
+                if layout is cmd.layout(dialect):
+                    assert raw == payload(cmd.name, dialect, **values)  # what the encoder writes
                 decoded = payloads.request(cmd, dialect, b"\0" * 8 + raw, 8)
                 assert decoded.fits(), (cmd.name, dialect, decoded.problems, decoded.cut, decoded.trailing)
                 n += 1
@@ -413,3 +419,22 @@ def test_identifier_numbering_tells_zero_based_dialects() -> None:
     assert conn.dialect == "Z1"
     conn.feed(Direction.C2S, request("DELETE_STREAM", "Z1", stream_id=0), 0.0)
     assert conn.cands == ["C", "Z2"]
+
+
+@pytest.mark.parametrize("layout", range(1, 4))
+def test_older_l1_topic_layouts_are_decoded_too(layout: int) -> None:
+    from dissectors.iggy import payloads
+
+    cmd = BY_NAME["CREATE_TOPIC"]
+    older = cmd.candidates("L1")[layout]
+    values = {"stream_id": 1, "topic_id": 2, "partitions_count": 3, "compression": 1, "message_expiry": 60,
+              "max_topic_size": 0, "replication_factor": 1, "name": "t"}
+    raw = b"\0" * 8 + older.write({f.name: values[f.name] for f in older.fields})
+    got = payloads.request(cmd, "L1", raw, 8)
+    assert got.fits() and {f.name: f.value for f in got.fields}["message_expiry"] == 60
+    conn = IggyConnection(False, "L1")
+    for d, data, ts in opened("L1").items:
+        conn.feed(d, data, ts)
+    ev = conn.feed(Direction.C2S, struct.pack("<II", len(raw) - 4, 302) + raw[8:], 1.0)
+    assert [f.info for f in frames(ev)] == ["CREATE_TOPIC stream=1 name=t partitions=3"]
+    assert all_findings(ev) == []

@@ -32,10 +32,10 @@ that starts mid-stream or holds too little to tell; ``auto`` (the default) detec
 
 Not decoded, for want of a layout: the bodies of DESCRIBE_OPTIONS (13) and LOGIN_REGISTER_WITH_PAT
 (45) of V (shown as ``body``); L0's login and logout of 0.0.4-0.0.7 (codes 32 and 33, which 0.0.8
-gave to GET_USERS and CREATE_USER: L0 here is the 0.0.8 numbering); L1 requests in the layouts of
-servers before 0.3.0 (CREATE_TOPIC, UPDATE_TOPIC, CREATE_PERSONAL_ACCESS_TOKEN are decoded as
-0.3.0 - 0.4.300 write them, which the recorded SDKs do). V's StoreConsumerOffset ``ack`` byte is
-taken to follow the offset (iggy.md names it, not its place).
+gave to GET_USERS and CREATE_USER: L0 here is the 0.0.8 numbering). Inside L1, CREATE_TOPIC,
+UPDATE_TOPIC and CREATE_PERSONAL_ACCESS_TOKEN changed with the server: the 0.3.0 - 0.4.300 layout
+is tried first, then the older ones (iggy.md 4.5); LOGIN_USER's version fields are optional there.
+V's StoreConsumerOffset ``ack`` byte is taken to follow the offset (iggy.md names it, not its place).
 
 Heuristics recognise Iggy on other ports from a first client frame (a known command code with a
 plausible length, or a V request header); HTTP, TLS and random bytes are never claimed.
@@ -58,6 +58,7 @@ from dissectors.iggy.status import known
 from dissectors.kit import Machine
 from dissectors.kit import state as kit_state
 from dissectors.kit.catalog import FieldDef
+from dissectors.schema import Struct
 
 __all__ = ["IggyDissector"]
 
@@ -125,7 +126,10 @@ class IggyDissector(Dissector):
         docs: list[CommandDoc] = []
         for cmd in COMMANDS.values():
             for dialects, layout in cmd.layouts:
-                docs.append(CommandDoc(str(cmd.code), cmd.name, "c2s", ", ".join(dialects), layout.describe()))
+                versions = ", ".join(dialects)
+                if isinstance(layout, Struct) and layout.doc not in ("struct", "empty"):
+                    versions += f" ({layout.doc})"
+                docs.append(CommandDoc(str(cmd.code), cmd.name, "c2s", versions, layout.describe()))
         return docs
 
 

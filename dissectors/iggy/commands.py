@@ -138,7 +138,8 @@ class Command:
     #: Needs a successful login first (section 3, "Auth").
     auth: bool
     #: (dialects, layout) pairs: the layout of the request payload in those dialects. A dialect in
-    #: none of them does not know the code.
+    #: none of them does not know the code; a dialect in several has older layouts after its own
+    #: (servers inside one dialect that wrote the command differently), tried in order.
     layouts: tuple[tuple[tuple[str, ...], Layout], ...]
     #: Info line items: (label, top-level field name).
     info: tuple[tuple[str, str], ...] = ()
@@ -148,10 +149,15 @@ class Command:
         return any(dialect in ds for ds, _ in self.layouts)
 
     def layout(self, dialect: str) -> Layout | None:
+        """The dialect's own layout (what the encoder writes)."""
         for ds, layout in self.layouts:
             if dialect in ds:
                 return layout
         return None
+
+    def candidates(self, dialect: str) -> tuple[Layout, ...]:
+        """Every layout of the dialect, its own first."""
+        return tuple(layout for ds, layout in self.layouts if dialect in ds)
 
 
 def _f(name: str, t: WireType, **kw: Any) -> F:
@@ -198,6 +204,18 @@ CONSUMER_INFO = (("consumer", "consumer"), *S_T, ("partition", "partition_id"))
 TOPIC_TAIL = (_f("compression", COMPRESSION_T), _f("message_expiry", EXPIRY), _f("max_topic_size", MAX_TOPIC_SIZE),
               _f("replication_factor", U8), _f("name", NAME8))
 
+
+
+def _older_l1(*head: F) -> tuple[tuple[tuple[str, ...], Layout], ...]:
+    """CREATE/UPDATE_TOPIC as L1 servers before 0.3.0 read them (section 4.5), newest first."""
+    old_size = _f("max_topic_size", U64)
+    return tuple((("L1",), Struct(*head, *tail, _f("name", NAME8), doc=doc)) for doc, tail in (
+        ("0.2.13-0.2.24", (_f("compression", COMPRESSION_T), _f("message_expiry", EXPIRY_SECS), old_size,
+                           _f("replication_factor", U8))),
+        ("0.1.9-0.2.12", (_f("message_expiry", EXPIRY_SECS), old_size, _f("replication_factor", U8))),
+        ("up to 0.1.8", (_f("message_expiry", EXPIRY_SECS),))))
+
+
 _LIST = [
     _cmd(1, "PING", EMPTY, auth=False),
     _cmd(10, "GET_STATS", EMPTY),
@@ -240,8 +258,10 @@ _LIST = [
         _f("username", NAME8), _f("password", STR8), _f("context", STR32))),
          (("user", "username"),), auth=False, since="V"),
     _cmd(41, "GET_PERSONAL_ACCESS_TOKENS", _only(L1_ON, EMPTY), since="0.0.40"),
-    # L1 spans the expiry change of server-0.3.0 (u32 seconds -> u64 µs): decoded as the later form.
-    _cmd(42, "CREATE_PERSONAL_ACCESS_TOKEN", _only(L1_ON, Struct(_f("name", NAME8), _f("expiry", EXPIRY))),
+    # L1 spans the expiry change of server-0.3.0 (u32 seconds -> u64 µs).
+    _cmd(42, "CREATE_PERSONAL_ACCESS_TOKEN", (*_only(L1_ON, Struct(_f("name", NAME8), _f("expiry", EXPIRY))),
+                                              (("L1",), Struct(_f("name", NAME8), _f("expiry", EXPIRY_SECS),
+                                                               doc="before server-0.3.0"))),
          (("name", "name"),), since="0.0.40"),
     _cmd(43, "DELETE_PERSONAL_ACCESS_TOKEN", _only(L1_ON, Struct(_f("name", NAME8))), (("name", "name"),),
          since="0.0.40"),
@@ -277,19 +297,20 @@ _LIST = [
     _cmd(205, "PURGE_STREAM", _only(L1_ON, Struct(STREAM)), (("stream", "stream_id"),), since="server-0.1.7"),
     _cmd(300, "GET_TOPIC", Struct(*ST), S_T),
     _cmd(301, "GET_TOPICS", Struct(STREAM), (("stream", "stream_id"),)),
-    # L0 is the layout up to server-0.1.8; L1 spans several changes and is decoded as its last
-    # (0.3.0-0.4.300) form, which the recorded SDKs use.
-    _cmd(302, "CREATE_TOPIC", _by(
+    # L0 is the layout up to server-0.1.8; L1 spans every change after it (section 4.5): its own
+    # layout is the last (0.3.0-0.4.300), the older ones follow.
+    _cmd(302, "CREATE_TOPIC", (*_by(
         L0=Struct(STREAM, _f("topic_id", U32), _f("partitions_count", U32), _f("message_expiry", EXPIRY_SECS),
                   _f("name", NAME8)),
         L1_Z1=Struct(STREAM, _f("topic_id", U32), _f("partitions_count", U32), *TOPIC_TAIL),
         Z2_C=Struct(STREAM, _f("partitions_count", U32), *TOPIC_TAIL),
         # V, as apache-iggy 0.9.0 sends it: compression, expiry and size limits travel as options.
         V=Struct(STREAM, _f("partitions_count", U32), _f("name", NAME8), _f("options", OPTIONS, optional=True))),
+        *_older_l1(STREAM, _f("topic_id", U32), _f("partitions_count", U32))),
          (("stream", "stream_id"), ("name", "name"), ("partitions", "partitions_count"))),
     _cmd(303, "DELETE_TOPIC", Struct(*ST), S_T),
-    _cmd(304, "UPDATE_TOPIC", _by(L0=Struct(*ST, _f("message_expiry", EXPIRY_SECS), _f("name", NAME8)),
-                                  L1_Z1_Z2_C_V=Struct(*ST, *TOPIC_TAIL)), (*S_T, ("name", "name"))),
+    _cmd(304, "UPDATE_TOPIC", (*_by(L0=Struct(*ST, _f("message_expiry", EXPIRY_SECS), _f("name", NAME8)),
+                                    L1_Z1_Z2_C_V=Struct(*ST, *TOPIC_TAIL)), *_older_l1(*ST)), (*S_T, ("name", "name"))),
     _cmd(305, "PURGE_TOPIC", _only(L1_ON, Struct(*ST)), S_T, since="server-0.1.7"),
     _cmd(402, "CREATE_PARTITIONS", Struct(*ST, _f("partitions_count", U32)), (*S_T, ("count", "partitions_count"))),
     _cmd(403, "DELETE_PARTITIONS", Struct(*ST, _f("partitions_count", U32)), (*S_T, ("count", "partitions_count"))),

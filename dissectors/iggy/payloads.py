@@ -34,7 +34,16 @@ def request(cmd: Command, dialect: str, data: bytes, start: int) -> Request:
         out = Request(d.fields, d.info, d.problems)
         return out
     assert isinstance(layout, Struct)
-    return decode(layout, data, start)
+    first = decode(layout, data, start)
+    if first.fits():
+        return first
+    # Older servers of the same dialect wrote some commands differently: the first that fits.
+    for older in cmd.candidates(dialect)[1:]:
+        assert isinstance(older, Struct)
+        got = decode(older, data, start)
+        if got.fits():
+            return got
+    return first
 
 
 def decode(layout: Struct, data: bytes, start: int) -> Request:
