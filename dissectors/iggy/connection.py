@@ -318,7 +318,7 @@ class IggyConnection(Connection):
         return frame
 
     def _answer(self, frame: Frame, pending: list[Any] | None, status: int, data: bytes, start: int,
-                ts: float, suffix: str = "") -> tuple[int | None, Decoded | None]:
+                ts: float, suffix: str = "") -> None:
         """What a classic response and a V reply share: pairing, status, payload, login, Info."""
         findings = frame.findings
         code: int | None = None
@@ -360,7 +360,6 @@ class IggyConnection(Connection):
         if pending is not None:
             info += f" ({_ms(frame.latency or 0.0)})"
         frame.info = info
-        return code, decoded
 
     def _decode_response(self, code: int, data: bytes, start: int) -> Decoded:
         cands = self.cands
