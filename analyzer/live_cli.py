@@ -69,17 +69,18 @@ def default_filter(analyzer: Analyzer) -> str:
     return "tcp and (" + " or ".join(f"port {p}" for p in ports) + ")"
 
 
-def _source(backend: Backend, interface: str | None, bpf: str, replay: Path | None, speed: float) -> PacketSource:
+def _source(backend: Backend, interface: str | None, bpf: str, replay: Path | None, speed: float,
+            buffer_mib: int) -> PacketSource:
     if replay is not None:
         return ReplaySource(str(replay), speed)
     assert interface is not None
     if backend is Backend.tshark:
         from analyzer.live.dumpcap_source import DumpcapSource
 
-        return DumpcapSource(interface, bpf)
+        return DumpcapSource(interface, bpf, buffer=buffer_mib << 20)
     from analyzer.live.scapy_source import ScapySource
 
-    return ScapySource(interface, bpf)
+    return ScapySource(interface, bpf, buffer=buffer_mib << 20)
 
 
 def _list_interfaces(backend: Backend) -> None:
@@ -122,6 +123,10 @@ def live(
         "--replay", metavar="FILE", help="Instead of an interface, play a capture file back in real time "
                                          "through the live path (no capture rights needed)")] = None,
     speed: Annotated[float, typer.Option("--speed", metavar="X", help="--replay: play back X times faster")] = 1.0,
+    buffer_size: Annotated[int, typer.Option(
+        "--buffer-size", "-B", metavar="MIB",
+        help="Kernel buffer for packets waiting to be decoded, in MiB (as dumpcap's -B); when it is full "
+             "the kernel drops packets, and the summary counts them")] = 16,
     link_wait: Annotated[float, typer.Option(
         "--link-wait", metavar="SECONDS",
         help="Hold a request back at most this long for its response, to print it with \"response in "
@@ -166,6 +171,8 @@ def live(
         raise fail("no interface given: -i IFACE (see `streamproto live -D`), or --replay FILE")
     if duration is not None and not duration > 0:
         raise fail(f"--duration must be a positive number of seconds, not {duration}")
+    if buffer_size < 1:
+        raise fail(f"--buffer-size must be 1 MiB or more, not {buffer_size}")
     if not link_wait >= 0:
         raise fail(f"--link-wait must be 0 or a positive number of seconds, not {link_wait}")
     analyzer = _analyzer(decode_as, idle_timeout, option, dialect)
@@ -175,7 +182,7 @@ def live(
         format=format, tree=tree, flow=flow, protocol=protocol, max_frames=max_frames, hex=hex,
         time_format=time_format, only_findings=only_findings, quiet=quiet, max_value_size=max_value_size)
     try:
-        source = _source(backend, interface, bpf, replay, speed)
+        source = _source(backend, interface, bpf, replay, speed, buffer_size)
     except CaptureFailed as exc:
         raise fail(str(exc)) from None
     tee = None

@@ -70,7 +70,7 @@ class _Watched(io.RawIOBase):
 
 
 class DumpcapSource:
-    def __init__(self, iface: str, bpf: str) -> None:
+    def __init__(self, iface: str, bpf: str, buffer: int = 16 * 1024 * 1024) -> None:
         pyshark, not_found, get_process_path = _pyshark()
         self.name = f"{iface} (dumpcap)"
         self.linktype: int | None = None  # known from the header's interface block
@@ -89,7 +89,8 @@ class DumpcapSource:
             except Exception:  # pyshark's UnknownInterfaceException (its message lists every interface)
                 raise CaptureFailed(f"unknown interface {iface!r} (see `streamproto live -D --backend tshark`)"
                                     ) from None
-        args = [dumpcap, *capture._get_dumpcap_parameters()]
+        # dumpcap's kernel buffer in MiB (-B), as large as the scapy backend's.
+        args = [dumpcap, *capture._get_dumpcap_parameters(), "-B", str(max(1, buffer >> 20))]
         try:
             self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
         except OSError as exc:

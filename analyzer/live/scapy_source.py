@@ -21,9 +21,10 @@ from analyzer.live.sources import BATCH, CaptureFailed, CaptureStats
 #: Bytes read per packet: a whole IPv4/IPv6 packet of the loopback MTU (65,536) with its Ethernet
 #: header; small enough that the receive buffer stays below malloc's mmap threshold.
 SNAPLEN = 65536 + 64
-#: The socket's receive buffer, as dumpcap and tcpdump ask for (2 MiB): packets wait there while
-#: the engine is busy; when it is full the kernel drops them, and counts them.
-BUFFER = 2 * 1024 * 1024
+#: The socket's receive buffer: packets wait there while the engine is busy; when it is full the
+#: kernel drops them, and counts them. Eight times dumpcap's and tcpdump's 2 MiB: a Python
+#: consumer is slower than theirs, and on a busy machine it is also scheduled later.
+BUFFER = 16 * 1024 * 1024
 
 # linux/if_arp.h device types -> pcap link types of what a raw packet socket reads on them.
 _ETHERNET = {1, 772}  # ARPHRD_ETHER, ARPHRD_LOOPBACK: Ethernet headers (zero MACs on lo)
