@@ -243,6 +243,9 @@ def test_usage_errors_are_one_line_and_exit_2(tmp_path: Path) -> None:
          "cannot write"),
         (["live", "--replay", "captures/amqp091/pika_e2e.pcap", "--duration", "0"], "--duration"),
         (["live", "--replay", "captures/amqp091/pika_e2e.pcap", "--speed", "0"], "--speed"),
+        (["live", "-i", "lo", "--buffer-size", "0"], "--buffer-size"),
+        (["live", "--replay", "captures/amqp091/pika_e2e.pcap", "--link-wait", "-1"], "--link-wait"),
+        (["live", "--replay", "captures/amqp091/pika_e2e.pcap", "-Y", "flow =="], "bad display filter"),
     ]:
         r = streamproto(*args, timeout=60)
         assert r.returncode == 2, (args, r.stderr)
