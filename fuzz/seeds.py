@@ -5,11 +5,13 @@
 A dissector target gets every TCP conversation of the captures in ``captures/<target>/`` as one
 input in the harness's format (in-order payloads, retransmissions dropped, cut to the input
 limit); a dissector without captures starts from the conversations of all the others. The
-``capture`` target gets the capture files themselves (their first 64 KiB).
+``capture`` target gets the capture files themselves (their first 64 KiB; of a ``.gz``, the first
+64 KiB of the capture inside, compressed again).
 """
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import os
 import sys
@@ -70,13 +72,19 @@ def conversations(path: Path) -> Iterator[bytes]:
             yield harness.encode(conv["records"], midstream=conv["midstream"])[:harness.MAX_INPUT]
 
 
-def seeds(target: str) -> list[bytes]:
-    """The seed inputs of one target, deterministic and without duplicates."""
+def seeds(target: str, limit: int = harness.MAX_INPUT) -> list[bytes]:
+    """The seed inputs of one target, each cut to ``limit`` bytes, deterministic and without duplicates."""
     out: list[bytes] = []
     if target == harness.CAPTURE:
         for path in capture_files():
             with open(path, "rb") as f:
-                out.append(f.read(harness.MAX_INPUT))
+                raw = f.read()
+            if path.name.endswith(".gz"):
+                # The first 64 KiB of the capture inside, compressed again: a small .gz can hold
+                # megabytes (a synthetic one of 7 KB holds 100,000 frames: seconds per run).
+                out.append(gzip.compress(gzip.decompress(raw)[:harness.MAX_INPUT], mtime=0))
+            else:
+                out.append(raw[:harness.MAX_INPUT])
     else:
         own = CAPTURES / target
         paths = capture_files(own) if own.is_dir() and capture_files(own) else capture_files()
@@ -84,7 +92,7 @@ def seeds(target: str) -> list[bytes]:
             out.extend(conversations(path))
         out.extend(_synthetic(target))
     seen: set[bytes] = set()
-    return [s for s in out if not (s in seen or seen.add(s))]  # type: ignore[func-returns-value]
+    return [s for s in (o[:limit] for o in out) if not (s in seen or seen.add(s))]  # type: ignore[func-returns-value]
 
 
 def _synthetic(target: str) -> list[bytes]:
@@ -117,12 +125,17 @@ def _synthetic(target: str) -> list[bytes]:
     return [harness.encode(records)]
 
 
-def write(out_dir: Path) -> dict[str, int]:
+#: What campaigns start from: seeds cut to the -max_len fuzz/run.py gives libFuzzer (a seed that
+#: takes longer than the 1 s timeout under instrumentation would end the campaign at once).
+CAMPAIGN_LIMIT = 8192
+
+
+def write(out_dir: Path, limit: int = CAMPAIGN_LIMIT) -> dict[str, int]:
     counts = {}
     for target in harness.targets():
         folder = out_dir / target
         folder.mkdir(parents=True, exist_ok=True)
-        items = seeds(target)
+        items = seeds(target, limit)
         for s in items:
             (folder / hashlib.sha1(s).hexdigest()).write_bytes(s)
         counts[target] = len(items)
