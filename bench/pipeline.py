@@ -17,6 +17,7 @@ and prints wall time, frames per second, and frames per second per core for each
 speed drifts (it is shared), so each figure is one run; the load average is printed with them.
 
 Usage: python bench/pipeline.py [--hosts 10] [--files 5] [--messages 15000] [--keep DIR] [--no-spark]
+       [--quick-local]
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ def main() -> None:
     ap.add_argument("--messages", type=int, default=15_000, help="published (and consumed) per host")
     ap.add_argument("--keep", help="build the captures here and keep them")
     ap.add_argument("--no-spark", action="store_true")
+    ap.add_argument("--quick-local", action="store_true", help="the local engine with all cores only")
     args = ap.parse_args()
     root = args.keep or tempfile.mkdtemp(prefix="pipeline-bench-")
     cores = os.cpu_count() or 1
@@ -89,7 +91,7 @@ def main() -> None:
     inputs = [os.path.join(root, "captures")]
     rows: list = []
     frames = None
-    for jobs in sorted({1, cores}):
+    for jobs in [cores] if args.quick_local else sorted({1, cores}):
         out = os.path.join(root, f"local{jobs}")
         timed(f"pipeline --engine local --jobs {jobs}", jobs,
               lambda out=out, jobs=jobs: pipeline_run(inputs, out, Settings(), "local", jobs=jobs), None, rows)

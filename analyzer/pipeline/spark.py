@@ -157,6 +157,9 @@ def run(chains: list[Chain], out: str, settings: Settings, master: str | None) -
     # has cores, not Spark's 200, each of which costs a Python worker round trip in every write.
     parallel = max(1, spark.sparkContext.defaultParallelism)
     spark.conf.set("spark.sql.shuffle.partitions", str(min(max(len(tasks), 1), parallel * 2)))
+    # A blob row is a whole record batch or a file's held-back packets (megabytes): Spark's cache
+    # builds 10,000 rows per columnar batch by default, which exhausts a default 1 GiB heap.
+    spark.conf.set("spark.sql.inMemoryColumnarStorage.batchSize", "8")
     if "://" not in out:
         from analyzer.pipeline import prepare
 
