@@ -114,7 +114,11 @@ def step(name: str, cmd: list[str], replayer: Replayer, chunks: list[tuple[str, 
     client.close()
     time.sleep(5.0)  # the capture works through its backlog
     proc.send_signal(signal.SIGINT)
-    proc.wait(timeout=120)
+    stopping = time.monotonic()
+    proc.wait(timeout=600)
+    # live stops at once (what it has not read by then is not decoded); tshark decodes everything
+    # dumpcap captured before it exits, so a long exit shows a backlog it had not kept up with.
+    exit_after = time.monotonic() - stopping
     reader.join(timeout=10)
     server.close()
     captured, dropped, decoded = counts(name, "".join(err_lines))
@@ -123,7 +127,8 @@ def step(name: str, cmd: list[str], replayer: Replayer, chunks: list[tuple[str, 
     behind = decoded is not None and decoded < 3 * sent
     return {"tool": name, "target_msgs_per_s": rate, "messages": sent, "seconds": round(sent_seconds, 2),
             "packets_captured": captured, "packets_per_s": round(captured / sent_seconds), "dropped": dropped,
-            "frames": decoded, "kept_up": not dropped and not behind}
+            "frames": decoded, "exit_after_stop_s": round(exit_after, 1),
+            "kept_up": not dropped and not behind and exit_after < 5.0}
 
 
 def main() -> None:
