@@ -130,4 +130,4 @@ def test_flows_json_keeps_every_key(name: str):
                          capture_output=True, text=True).stdout.splitlines()
     keys = list(json.loads(out[0]))
     assert keys == ["flow", "client", "server", "community_id", "protocol", "dialect", "packets", "frames",
-                    "bytes_c2s", "bytes_s2c", "findings", "first_ts", "last_ts"]
+                    "bytes_c2s", "bytes_s2c", "findings", "first_ts", "last_ts", "undecoded"]
