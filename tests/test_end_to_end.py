@@ -36,7 +36,7 @@ def test_every_bundled_capture_decodes_to_frames_and_valid_jsonl(capture: Path):
     lines = [json.loads(x) for x in r.stdout.splitlines()]
     frames = [x for x in lines if x["type"] == "frame"]
     assert frames, "no frame decoded"
-    assert all(f["protocol"] in ("rabbitmq_stream", "amqp091", "amqp_fast") for f in frames)
+    assert all(f["protocol"] in ("rabbitmq_stream", "amqp091", "amqp_fast", "iggy") for f in frames)
     bad = ("engine.",) if capture.name in LOSSY else ("engine.", "tcp.")
     assert not [f for f in lines if f["type"] == "finding" and f["id"].startswith(bad)]
     for f in frames:
