@@ -6,7 +6,7 @@ A dissector target gets every TCP conversation of the captures in ``captures/<ta
 input in the harness's format (in-order payloads, retransmissions dropped, cut to the input
 limit); a dissector without captures starts from the conversations of all the others. The
 ``capture`` target gets the capture files themselves (their first 64 KiB; of a ``.gz``, the first
-64 KiB of the capture inside, compressed again).
+64 KiB of the capture inside, compressed again). Campaigns start from seeds cut to 8 KiB.
 """
 
 from __future__ import annotations
@@ -80,9 +80,10 @@ def seeds(target: str, limit: int = harness.MAX_INPUT) -> list[bytes]:
             with open(path, "rb") as f:
                 raw = f.read()
             if path.name.endswith(".gz"):
-                # The first 64 KiB of the capture inside, compressed again: a small .gz can hold
-                # megabytes (a synthetic one of 7 KB holds 100,000 frames: seconds per run).
-                out.append(gzip.compress(gzip.decompress(raw)[:harness.MAX_INPUT], mtime=0))
+                # The start of the capture inside (as much as of any other capture), compressed
+                # again: a small .gz can hold megabytes (a synthetic one of 7 KB holds 100,000
+                # Iggy frames: seconds per run).
+                out.append(gzip.compress(gzip.decompress(raw)[:limit], mtime=0))
             else:
                 out.append(raw[:harness.MAX_INPUT])
     else:
