@@ -246,3 +246,31 @@ def test_progress_only_when_stderr_is_a_terminal_and_stdout_is_not(monkeypatch, 
     monkeypatch.setattr(cli, "_isatty", lambda stream: True)
     assert list(cli._with_progress(iter(events), analyzer, [])) == events
     assert capsys.readouterr().err == ""
+
+
+def test_json_document_is_streamed_with_flat_memory(tmp_path: Path):
+    import tracemalloc
+
+    conv = TcpConversation(("10.1.1.1", 50000), ("10.1.1.2", 7777))
+    conv.handshake()
+    for i in range(40):
+        conv.send("c2s", b"".join(b"LINE %d %s\n" % (i * 500 + j, b"x" * 40) for j in range(500)), mss=60000)
+    conv.close()
+    p = tmp_path / "many.pcap"
+    write_capture(str(p), [conv])
+
+    def peak(fmt: str) -> tuple[int, str]:
+        tracemalloc.start()
+        r = invoke("inspect", str(p), "-T", fmt)
+        _, top = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        assert r.exit_code == 0
+        return top, r.stdout
+
+    lines_peak, lines = peak("jsonl")
+    doc_peak, doc = peak("json")
+    frames = json.loads(doc)["frames"]
+    assert len(frames) == 20_000 == len(lines.splitlines())
+    # The runner keeps the whole output in memory in both cases (about 5 MB); what the document
+    # adds on top must not grow with the frames (building it whole took about 20 MB more here).
+    assert doc_peak < lines_peak + 2_000_000, (doc_peak, lines_peak)
