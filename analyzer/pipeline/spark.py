@@ -40,6 +40,8 @@ from analyzer.pipeline.tables import Tables
 BLOB = pa.schema([("kind", pa.string()), ("protocol", pa.string()), ("date", pa.string()), ("chain", pa.string()),
                   ("cid", pa.string()), ("position", pa.int32()), ("replay", pa.bool_()), ("data", pa.binary())])
 _TABLE_KINDS = ("frames", "findings", "conversations", "files")
+#: Rows per table batch on Spark: each batch is one row (a blob) there, kept to a few megabytes.
+SPARK_BATCH_ROWS = 2_000
 
 
 def _ipc(batch: pa.RecordBatch) -> bytes:
@@ -61,7 +63,11 @@ class _Blobs:
             self.cols[name].append(value)
 
     def table(self, table: str, protocol: str | None, date: str | None, batch: pa.RecordBatch) -> None:
-        self.add(table, protocol, date, data=_ipc(batch))
+        # Most of a protocol's hundreds of field columns are null in any batch, yet each would cost
+        # its offsets and bitmaps in the IPC bytes (tens of MB per batch): only the others travel,
+        # and _unpack puts the null columns back.
+        keep = [i for i, col in enumerate(batch.columns) if col.null_count < len(col)]
+        self.add(table, protocol, date, data=_ipc(batch.select(keep)))
 
     def batch(self) -> pa.RecordBatch:
         return pa.RecordBatch.from_arrays([pa.array(self.cols[n], BLOB.field(n).type) for n in BLOB.names], schema=BLOB)
@@ -72,7 +78,7 @@ def _stage1(settings: Settings) -> Any:
         for batch in batches:
             for row in batch.to_pylist():
                 blobs = _Blobs()
-                tables = Tables(settings.dissectors(), blobs.table)
+                tables = Tables(settings.dissectors(), blobs.table, SPARK_BATCH_ROWS)
                 result = decode_file(row["path"], row["chain"], row["position"], row["last"], settings, tables,
                                      row["size"])
                 tables.flush()
@@ -92,7 +98,7 @@ def _stage1(settings: Settings) -> Any:
 def _stage2(settings: Settings, files: dict[str, list[str]]) -> Any:
     def run(table: pa.Table) -> pa.Table:
         blobs = _Blobs()
-        tables = Tables(settings.dissectors(), blobs.table)
+        tables = Tables(settings.dissectors(), blobs.table, SPARK_BATCH_ROWS)
         rows = table.to_pylist()
         if rows:
             chain, cid = rows[0]["chain"], rows[0]["cid"]
@@ -116,7 +122,10 @@ def _unpack(target: pa.Schema) -> Any:
         for batch in batches:
             for data in batch.column("data").to_pylist():
                 for b in pa.ipc.open_stream(data):
-                    yield b.select(target.names)
+                    n = b.num_rows
+                    have = set(b.schema.names)
+                    yield pa.RecordBatch.from_arrays(
+                        [b.column(f.name) if f.name in have else pa.nulls(n, f.type) for f in target], schema=target)
     return run
 
 
@@ -159,7 +168,7 @@ def run(chains: list[Chain], out: str, settings: Settings, master: str | None) -
     spark.conf.set("spark.sql.shuffle.partitions", str(min(max(len(tasks), 1), parallel * 2)))
     # A blob row is a whole record batch or a file's held-back packets (megabytes): Spark's cache
     # builds 10,000 rows per columnar batch by default, which exhausts a default 1 GiB heap.
-    spark.conf.set("spark.sql.inMemoryColumnarStorage.batchSize", "8")
+    spark.conf.set("spark.sql.inMemoryColumnarStorage.batchSize", "4")
     if "://" not in out:
         from analyzer.pipeline import prepare
 
@@ -168,7 +177,8 @@ def run(chains: list[Chain], out: str, settings: Settings, master: str | None) -
     # One file per partition: files are the unit of work, and a big one must not wait behind others.
     rdd = spark.sparkContext.parallelize([tuple(t.values()) for t in tasks], max(1, len(tasks)))
     paths = spark.createDataFrame(rdd, task_schema)
-    stage1 = paths.mapInArrow(_stage1(settings), blob_type).persist(StorageLevel.MEMORY_AND_DISK)
+    # Persisted on disk, not in the JVM heap: the blobs add up to more than the decoded captures.
+    stage1 = paths.mapInArrow(_stage1(settings), blob_type).persist(StorageLevel.DISK_ONLY)
 
     edges = stage1.where(F.col("kind") == "edge")
     groups = edges.groupBy("chain", "cid").agg(F.min("position").alias("first"), F.max("replay").alias("replay"))
@@ -181,7 +191,7 @@ def run(chains: list[Chain], out: str, settings: Settings, master: str | None) -
     files = {c.name: list(c.files) for c in chains}
     stage2 = edges.unionByName(needed).groupBy("chain", "cid").applyInArrow(_stage2(settings, files), blob_type)
     blobs = (stage1.where(F.col("kind").isin(*_TABLE_KINDS)).unionByName(stage2)
-             .coalesce(parallel * 2).persist(StorageLevel.MEMORY_AND_DISK))
+             .coalesce(parallel * 2).persist(StorageLevel.DISK_ONLY))
 
     dissectors = settings.dissectors()
     protocols = [r["protocol"] for r in blobs.where(F.col("kind") == "frames").select("protocol").distinct().collect()]

@@ -85,9 +85,10 @@ class _Builder:
 class Tables:
     """Turns events and conversation summaries into rows; ``emit`` gets each full batch."""
 
-    def __init__(self, dissectors: dict[str, Dissector], emit: Emit) -> None:
+    def __init__(self, dissectors: dict[str, Dissector], emit: Emit, batch_rows: int = BATCH_ROWS) -> None:
         self.dissectors = dissectors
         self.emit = emit
+        self.batch_rows = batch_rows
         self._frames_schema: dict[str, pa.Schema] = {}
         self._flatteners: dict[str, S.Flattener] = {}
         self._open: dict[tuple[str, str | None, str | None], _Builder] = {}
@@ -116,7 +117,7 @@ class Tables:
              fields: dict[str, Any] | None = None) -> None:
         b = self._builder(table, protocol, date)
         b.add(row, fields)
-        if b.n >= BATCH_ROWS:
+        if b.n >= self.batch_rows:
             self._flush(table, protocol, date)
 
     def _flush(self, table: str, protocol: str | None, date: str | None) -> None:
