@@ -138,3 +138,15 @@ def test_a_dissector_exception_is_a_failure(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(harness, "_DISSECTORS", {"exploding": Exploding()})
     with pytest.raises(harness.Failure, match="engine.dissector_error"):
         harness.run("exploding", harness.encode([("c2s", b"anything")]))
+
+
+# ------------------------------------------------------------------------------ what campaigns found
+def test_amqp10_section_with_a_list_or_map_descriptor_is_no_message() -> None:
+    # fuzz/regressions/capture/crash-amqp10-list-descriptor.pcap: a RabbitMQ Stream record whose
+    # AMQP 1.0 section descriptor was a list raised TypeError (unhashable) while its tree was built.
+    from dissectors.rabbitmq_stream import amqp
+
+    for descriptor in (b"\x45", b"\xc1\x01\x00", b"\xc0\x01\x00"):  # list0, map8 and list8, empty
+        assert amqp.message_fields(b"\x00" + descriptor + b"\x40", 0, len(descriptor) + 2, 0) is None
+    data_section = b"\x00\x53\x75\xa0\x01x"
+    assert amqp.message_fields(data_section, 0, len(data_section), 0) is not None

@@ -294,7 +294,9 @@ def message_fields(buf: bytes | memoryview, off: int, end: int, base: int) -> li
             else:
                 desc, p = decode_value(buf, pos + 1, end, 1)
                 code = SYMBOLIC.get(desc) if isinstance(desc, str) else desc
-            if code not in SECTIONS:
+            # A descriptor is a ulong or a symbol; any other value (a list, a map: unhashable) is no
+            # section (found by the fuzz campaign).
+            if type(code) is not int or code not in SECTIONS:
                 raise AmqpError(f"unknown section descriptor {code!r}")
             val, p = decode_value(buf, p, end, 1)
             at = pos - off + base if base >= 0 else -1
