@@ -14,21 +14,17 @@ from dissectors.amqp091 import encode as E
 from dissectors.amqp091.properties import encode_header_payload
 from dissectors.amqp091.rules import ALL_RULES
 from dissectors.amqp091.wire import Tagged
+from dissectors.kit import play
 
 C2S, S2C = Direction.C2S, Direction.S2C
 
 
 def run(script: E.Script, midstream: bool = False, split: int | None = None,
         end_ts: float | None = None) -> tuple[list[Frame], list[Finding]]:
-    conn = Amqp091Dissector().connection(midstream)
     frames: list[Frame] = []
     loose: list[Finding] = []
-    for d, data, ts in script.steps:
-        chunks = [data] if split is None else [data[i:i + split] for i in range(0, len(data), split)]
-        for chunk in chunks:
-            for ev in conn.feed(d, chunk, ts):
-                (frames if isinstance(ev, Frame) else loose).append(ev)
-    for ev in conn.end(script.ts + 0.001 if end_ts is None else end_ts):
+    for ev in play(Amqp091Dissector().connection(midstream), script.steps, split=split,
+                   end_ts=script.ts + 0.001 if end_ts is None else end_ts):
         (frames if isinstance(ev, Frame) else loose).append(ev)
     return frames, loose
 

@@ -20,6 +20,7 @@ from analyzer.pcapwrite import write_packets
 from dissectors.amqp_fast import AmqpFastDissector, connection
 from dissectors.amqp_fast import encode as E
 from dissectors.amqp_fast.rules import ALL_RULES
+from dissectors.kit import play
 
 ROOT = Path(__file__).resolve().parent.parent
 CAPS = ROOT / "captures" / "amqp_fast"
@@ -45,21 +46,13 @@ Found = tuple[str, str | None]  # (rule id without the protocol, command of the 
 
 
 def run(script: E.Script, split: int = 0, dissector: AmqpFastDissector | None = None) -> list[Found]:
-    conn = (dissector or AmqpFastDissector()).connection(False)
     found: list[Found] = []
-
-    def take(events: list) -> None:
-        for ev in events:
-            if isinstance(ev, Frame):
-                found.extend((f.id.removeprefix("amqp_fast."), ev.command) for f in ev.findings)
-            else:
-                found.append((ev.id.removeprefix("amqp_fast."), None))
-
-    for d, data, ts in script.steps:
-        chunks = [data[i:i + split] for i in range(0, len(data), split)] if split else [data]
-        for chunk in chunks:
-            take(list(conn.feed(d, chunk, ts)))
-    take(list(conn.end(script.ts + 1)))
+    for ev in play((dissector or AmqpFastDissector()).connection(False), script.steps, split=split,
+                   end_ts=script.ts + 1):
+        if isinstance(ev, Frame):
+            found.extend((f.id.removeprefix("amqp_fast."), ev.command) for f in ev.findings)
+        else:
+            found.append((ev.id.removeprefix("amqp_fast."), None))
     return sorted(found, key=str)
 
 

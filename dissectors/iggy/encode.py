@@ -11,10 +11,9 @@ dialect L0 traffic) and deliberately broken frames.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Iterator
 from typing import Any
 
-from analyzer.api import Direction, Event, Finding, Frame
+from analyzer.api import Direction, Event
 from dissectors.iggy.commands import (
     BY_NAME,
     OPERATIONS,
@@ -26,6 +25,9 @@ from dissectors.iggy.commands import (
 )
 from dissectors.iggy.dialects import pack_version
 from dissectors.iggy.messages import encode_polled, encode_send_messages
+from dissectors.kit.script import all_findings as all_findings
+from dissectors.kit.script import frames as frames
+from dissectors.kit.script import play
 from dissectors.schema import Struct
 
 C2S, S2C = Direction.C2S, Direction.S2C
@@ -190,32 +192,7 @@ def run(script: Script, *, midstream: bool = False, split: int | None = None, di
     """Feed a script to a fresh connection (``split``: cut every frame into pieces of that size)."""
     from dissectors.iggy.connection import IggyConnection
 
-    conn = IggyConnection(midstream, dialect)
-    out: list[Event] = []
-    ts = script.ts
-    for d, data, t in script.items:
-        if split:
-            for i in range(0, len(data), split):
-                out.extend(conn.feed(d, data[i:i + split], t))
-        else:
-            out.extend(conn.feed(d, data, t))
-        ts = t
-    out.extend(conn.end(ts))
-    return out
-
-
-def frames(events: Iterable[Event]) -> Iterator[Frame]:
-    return (e for e in events if isinstance(e, Frame))
-
-
-def all_findings(events: Iterable[Event]) -> list[Finding]:
-    out: list[Finding] = []
-    for e in events:
-        if isinstance(e, Frame):
-            out.extend(e.findings)
-        else:
-            out.append(e)
-    return out
+    return play(IggyConnection(midstream, dialect), script.items, split=split, start_ts=script.ts)
 
 
 # ----------------------------------------------------------------------------- whole sessions

@@ -9,6 +9,7 @@
 - :mod:`.rules`: rule families shared across protocols.
 - :mod:`.catalog`: the field catalogue (dotted names, types, descriptions).
 - :mod:`.state`: connection state as plain data, for snapshot and resume.
+- :mod:`.script`: driving a connection with a script of (direction, bytes, ts) steps (encoders, tests).
 """
 
 from dissectors.kit.correlate import Correlator
@@ -16,9 +17,10 @@ from dissectors.kit.dialect import Dialect
 from dissectors.kit.framing import ByteQueue, Framer, Piece
 from dissectors.kit.machine import ANY, Machine
 from dissectors.kit.rules import Family, RuleSet
+from dissectors.kit.script import play
 from dissectors.kit.sequence import Sequencer
 from dissectors.kit.state import decode, encode, plain_state, resume, snapshot
 from dissectors.kit.timers import Silence
 
 __all__ = ["ANY", "ByteQueue", "Correlator", "Dialect", "Family", "Framer", "Machine", "Piece", "RuleSet",
-           "Sequencer", "Silence", "decode", "encode", "plain_state", "resume", "snapshot"]
+           "Sequencer", "Silence", "decode", "encode", "plain_state", "play", "resume", "snapshot"]

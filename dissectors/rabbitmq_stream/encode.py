@@ -9,10 +9,11 @@ decoder uses (:mod:`.layouts`, :mod:`.draft`), plus whole conversations for test
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from analyzer.api import Direction, Event, Finding, Frame
+from analyzer.api import Direction, Event
+from dissectors.kit.script import all_findings, frames, play
 from dissectors.rabbitmq_stream.amqp import encode_message
 from dissectors.rabbitmq_stream.chunk import build_chunk, simple_entry, sub_batch_entry
 from dissectors.rabbitmq_stream.draft import DRAFT_COMMANDS
@@ -24,7 +25,7 @@ DRAFT_BY_NAME: dict[str, Command] = {c.name: c for c in DRAFT_COMMANDS.values()}
 
 __all__ = ["BY_NAME", "build_chunk", "simple_entry", "sub_batch_entry", "encode_message", "frame", "request",
            "response", "deliver", "draft_request", "draft_response", "draft_deliver", "truncate", "with_trailing",
-           "set_size", "handshake", "Script", "run"]
+           "set_size", "handshake", "Script", "run", "frames", "all_findings"]
 
 
 def frame(key: int, version: int, body: bytes = b"") -> bytes:
@@ -143,30 +144,4 @@ def run(script: Script, *, midstream: bool = False, split: int | None = None) ->
     """Feed a script to a fresh connection (``split``: cut every frame into pieces of that size)."""
     from dissectors.rabbitmq_stream.connection import StreamConnection
 
-    conn = StreamConnection(midstream)
-    out: list[Event] = []
-    ts = script.ts
-    for d, data, t in script.items:
-        if split:
-            for i in range(0, len(data), split):
-                out.extend(conn.feed(d, data[i:i + split], t))
-        else:
-            out.extend(conn.feed(d, data, t))
-        ts = t
-    out.extend(conn.end(ts))
-    return out
-
-
-def frames(events: Iterable[Event]) -> Iterator[Frame]:
-    return (e for e in events if isinstance(e, Frame))
-
-
-def all_findings(events: Iterable[Event]) -> list[Finding]:
-    """Every finding: those inside frames and the free-standing ones."""
-    out: list[Finding] = []
-    for e in events:
-        if isinstance(e, Frame):
-            out.extend(e.findings)
-        else:
-            out.append(e)
-    return out
+    return play(StreamConnection(midstream), script.items, split=split, start_ts=script.ts)
