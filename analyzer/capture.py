@@ -76,31 +76,61 @@ def read_packets(path: str) -> Iterator[RawPacket]:
     except OSError as exc:
         raise CaptureError(f"cannot open {path}: {exc.strerror or exc}") from None
     try:
+        yield from read_opened(f, path)
+    finally:
+        f.close()
+
+
+def read_opened(f: BinaryIO, name: str, what: str = "capture file") -> Iterator[RawPacket]:
+    """Every packet of an opened capture, read once from its start without seeking: the format told
+    by its first bytes, gzip decompressed. Errors name ``name`` (``what`` is what a too short input
+    is not). Raises CaptureError; the caller closes ``f``."""
+    try:
         try:
             head = f.read(4)
             if head[:2] == b"\x1f\x8b":
-                f.seek(0)
-                f = _Inflate(f)  # type: ignore[assignment]
+                f = _Inflate(_Prefixed(head, f))  # type: ignore[arg-type, assignment]
                 head = f.read(4)
         except (OSError, EOFError) as exc:
-            raise CaptureError(f"cannot read {path}: {exc}") from None
+            raise CaptureError(f"cannot read {name}: {exc}") from None
         except zlib.error as exc:
-            raise CaptureError(f"cannot read {path}: corrupt compressed data ({exc})") from None
+            raise CaptureError(f"cannot read {name}: corrupt compressed data ({exc})") from None
         if len(head) < 4:
-            raise CaptureError(f"{path}: not a capture file (too short)")
+            raise CaptureError(f"{name}: not a {what} (too short)")
         if head in PCAP_MAGIC:
-            yield from _read_pcap(path, _Chunks(f, head))
+            yield from _read_pcap(name, _Chunks(f, head))
         elif head == PCAPNG_SHB:
-            yield from _read_pcapng(path, _Chunks(f, head))
+            yield from _read_pcapng(name, _Chunks(f, head))
         else:
-            raise CaptureError(f"{path}: not a pcap or pcapng capture (magic {head.hex()})")
+            raise CaptureError(f"{name}: not a pcap or pcapng capture (magic {head.hex()})")
     except (OSError, EOFError) as exc:
-        raise CaptureError(f"cannot read {path}: {exc}") from None
+        raise CaptureError(f"cannot read {name}: {exc}") from None
     except zlib.error as exc:
         # Corrupt deflate data in a .gz, early or late: the packets before it were yielded.
-        raise CaptureError(f"cannot read {path}: corrupt compressed data ({exc})") from None
-    finally:
-        f.close()
+        raise CaptureError(f"cannot read {name}: corrupt compressed data ({exc})") from None
+
+
+class _Prefixed:
+    """A binary stream with bytes already read put back in front (instead of seeking, which a pipe
+    does not allow)."""
+
+    def __init__(self, head: bytes, rest: BinaryIO) -> None:
+        self.head = head
+        self.rest = rest
+
+    def read(self, n: int = -1) -> bytes:
+        if self.head:
+            if n < 0:
+                data, self.head = self.head + self.rest.read(), b""
+                return data
+            data, self.head = self.head[:n], self.head[n:]
+            if len(data) < n:
+                data += self.rest.read(n - len(data))
+            return data
+        return self.rest.read(n)
+
+    def close(self) -> None:
+        self.rest.close()
 
 
 class _Inflate:
