@@ -83,10 +83,7 @@ class Amqp091Dissector(Dissector):
         return Amqp091Connection(midstream, hot=self.hot, limits=self.limits)
 
     def resume(self, state: dict[str, Any]) -> Connection:
-        conn = kit_state.resume(state)
-        if not isinstance(conn, Amqp091Connection):
-            raise TypeError(f"not an amqp091 connection state: {type(conn).__name__}")
-        return conn
+        return kit_state.resume(state, Amqp091Connection)
 
     def rules(self) -> Sequence[Rule]:
         return ALL_RULES

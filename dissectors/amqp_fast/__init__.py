@@ -91,10 +91,7 @@ class AmqpFastDissector(Dissector):
         return AmqpFastConnection(midstream, self.chosen())
 
     def resume(self, state: dict[str, Any]) -> Connection:
-        conn = kit_state.resume(state)
-        if not isinstance(conn, AmqpFastConnection):
-            raise TypeError(f"not an amqp_fast connection state: {type(conn).__name__}")
-        return conn
+        return kit_state.resume(state, AmqpFastConnection)
 
     def rules(self) -> Sequence[Rule]:
         return ALL_RULES

@@ -106,10 +106,7 @@ class IggyDissector(Dissector):
         return IggyConnection(midstream, None if chosen == "auto" else chosen)
 
     def resume(self, state: dict[str, Any]) -> Connection:
-        conn = kit_state.resume(state)
-        if not isinstance(conn, IggyConnection):
-            raise TypeError(f"not an {self.name} connection state")
-        return conn
+        return kit_state.resume(state, IggyConnection)
 
     def rules(self) -> Sequence[Rule]:
         return RULES

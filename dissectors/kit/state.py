@@ -128,5 +128,10 @@ def snapshot(obj: Any) -> dict[str, Any]:
     return out
 
 
-def resume(state: dict[str, Any]) -> Any:
-    return decode(state)
+def resume(state: dict[str, Any], kind: type | None = None) -> Any:
+    """The object ``state`` was made from; with ``kind``, a TypeError unless it is one of those
+    (a dissector resuming only its own connections)."""
+    out = decode(state)
+    if kind is not None and not isinstance(out, kind):
+        raise TypeError(f"not a {kind.__name__} state: {type(out).__name__}")
+    return out

@@ -43,10 +43,7 @@ class RabbitMQStreamDissector(Dissector):
         return StreamConnection(midstream)
 
     def resume(self, state: dict[str, Any]) -> Connection:
-        conn = kit_state.resume(state)
-        if not isinstance(conn, StreamConnection):
-            raise TypeError(f"not a {self.name} connection state")
-        return conn
+        return kit_state.resume(state, StreamConnection)
 
     def rules(self) -> Sequence[Rule]:
         return RULES
