@@ -4,7 +4,7 @@
 per conversation the dissector name, whether it started mid-stream, and the exact sequence of
 calls (feed, gap, tick, end). ``replay`` runs such a sequence on a fresh connection; with
 ``cut_at`` it snapshots after that many calls, sends the snapshot through JSON, resumes, and
-goes on. Outputs are compared in a normal form that covers everything a renderer shows.
+goes on; ``split_feeds`` cuts feed calls in two so that such cuts also fall inside frames. Outputs are compared in a normal form that covers everything a renderer shows.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 from analyzer.api import Connection, Dissector, Event, Finding, Frame
@@ -118,3 +119,29 @@ def cut_points(n: int, rng: Any, k: int = 6) -> Sequence[int]:
     points = {0, max(n - 1, 0), n // 2}
     points.update(rng.randrange(n) for _ in range(k) if n)
     return sorted(points)
+
+
+@cache
+def recordings(path: str, protocol: str) -> tuple[Recorded, ...]:
+    """The recorded conversations of ``protocol`` in the capture at ``path`` (recorded once)."""
+    return tuple(r for r in record(path) if r.protocol == protocol)
+
+
+def split_feeds(rec: Recorded, rng: Any, n: int | None = None) -> tuple[Recorded, list[int]]:
+    """The same calls with ``n`` feed calls (every one when None) of more than one byte cut in two at
+    a random byte, and the indexes of the second halves: cut points that fall inside a frame (or a
+    frame header) as often as not."""
+    feeds = [i for i, (name, args) in enumerate(rec.calls) if name == "feed" and len(args[1]) > 1]
+    chosen = set(feeds) if n is None else set(rng.sample(feeds, min(n, len(feeds))))
+    out = Recorded(rec.protocol, rec.midstream)
+    cuts: list[int] = []
+    for i, (name, args) in enumerate(rec.calls):
+        if i in chosen:
+            d, data, ts = args
+            at = rng.randrange(1, len(data))
+            out.calls.append(("feed", (d, data[:at], ts)))
+            cuts.append(len(out.calls))
+            out.calls.append(("feed", (d, data[at:], ts)))
+        else:
+            out.calls.append((name, args))
+    return out, cuts

@@ -10,23 +10,22 @@ synthetic session like the benchmark's.
 from __future__ import annotations
 
 import random
-from functools import cache
 from pathlib import Path
 
 import pytest
 
 from dissectors.amqp091 import Amqp091Dissector
 from dissectors.amqp091 import encode as E
-from tests.replay import Recorded, record, replay
+from tests import replay as R
+from tests.replay import Recorded, replay
 
 CAPS = Path(__file__).resolve().parent.parent / "captures" / "amqp091"
 ALL = sorted(p.name for p in CAPS.glob("*.pcap*"))
 HOT, GENERAL = Amqp091Dissector(), Amqp091Dissector(hot=False)
 
 
-@cache
 def recordings(name: str) -> tuple[Recorded, ...]:
-    return tuple(r for r in record(str(CAPS / name)) if r.protocol == "amqp091")
+    return R.recordings(str(CAPS / name), "amqp091")
 
 
 def same(rec: Recorded) -> list:

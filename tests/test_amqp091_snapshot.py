@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import random
-from functools import cache
 from pathlib import Path
 
 import pytest
@@ -19,31 +18,23 @@ import pytest
 from analyzer.api import Direction
 from dissectors.amqp091 import Amqp091Connection, Amqp091Dissector
 from dissectors.amqp091 import encode as E
-from tests.replay import Recorded, cut_points, record, replay
+from tests import replay as R
+from tests.replay import Recorded, cut_points, replay
 
 CAPS = Path(__file__).resolve().parent.parent / "captures" / "amqp091"
 ALL = sorted(p.name for p in CAPS.glob("*.pcap*"))
 D = Amqp091Dissector()
 
 
-@cache
 def recordings(name: str) -> tuple[Recorded, ...]:
-    recs = tuple(r for r in record(str(CAPS / name)) if r.protocol == "amqp091")
+    recs = R.recordings(str(CAPS / name), "amqp091")
     assert recs, name
     return recs
 
 
 def split_inside(rec: Recorded, rng: random.Random) -> Recorded:
     """The same calls with every feed of more than one byte split in two at a random byte."""
-    calls = []
-    for name, args in rec.calls:
-        if name == "feed" and len(args[1]) > 1:
-            d, data, ts = args
-            at = rng.randrange(1, len(data))
-            calls += [("feed", (d, data[:at], ts)), ("feed", (d, data[at:], ts))]
-        else:
-            calls.append((name, args))
-    return Recorded(rec.protocol, rec.midstream, calls)
+    return R.split_feeds(rec, rng)[0]
 
 
 @pytest.mark.parametrize("name", ALL)

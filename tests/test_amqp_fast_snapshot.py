@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import random
-from functools import cache
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,8 @@ from dissectors.amqp_fast import AmqpFastConnection, AmqpFastDissector
 from dissectors.amqp_fast import encode as E
 from dissectors.amqp_fast.messages import BODY_KEEP, FRAGMENT_KEEP, HEAD_LIMIT, TAIL_KEEP
 from dissectors.amqp_fast.wire import Encoding
-from tests.replay import Recorded, cut_points, record, replay
+from tests import replay as R
+from tests.replay import Recorded, cut_points, replay
 from tests.state_walk import containers
 
 CAPS = Path(__file__).resolve().parent.parent / "captures" / "amqp_fast"
@@ -29,24 +29,15 @@ ALL = sorted(str(p.relative_to(CAPS)) for p in CAPS.rglob("*.pcap"))
 D = AmqpFastDissector()
 
 
-@cache
 def recordings(name: str) -> tuple[Recorded, ...]:
-    recs = tuple(r for r in record(str(CAPS / name)) if r.protocol == "amqp_fast")
+    recs = R.recordings(str(CAPS / name), "amqp_fast")
     assert recs, name
     return recs
 
 
 def split_inside(rec: Recorded, rng: random.Random) -> Recorded:
     """The same calls with every feed of more than one byte split in two at a random byte."""
-    calls = []
-    for name, args in rec.calls:
-        if name == "feed" and len(args[1]) > 1:
-            d, data, ts = args
-            at = rng.randrange(1, len(data))
-            calls += [("feed", (d, data[:at], ts)), ("feed", (d, data[at:], ts))]
-        else:
-            calls.append((name, args))
-    return Recorded(rec.protocol, rec.midstream, calls)
+    return R.split_feeds(rec, rng)[0]
 
 
 @pytest.mark.parametrize("name", ALL)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import random
-from functools import cache
 from pathlib import Path
 
 import pytest
@@ -28,7 +27,7 @@ from dissectors.iggy import IggyDissector
 from dissectors.iggy import rules as R
 from dissectors.iggy.connection import IggyConnection
 from dissectors.iggy.encode import ANOMALIES, all_findings, session
-from tests.replay import Recorded, cut_points, record, replay
+from tests.replay import Recorded, cut_points, recordings, replay, split_feeds
 from tests.state_walk import containers
 
 D = IggyDissector()
@@ -153,26 +152,8 @@ def test_a_long_run_of_garbage_is_bounded_work() -> None:
 
 
 # ---------------------------------------------------------------------- snapshot round trip
-@cache
 def conversations(path: Path) -> tuple[Recorded, ...]:
-    return tuple(r for r in record(str(path)) if r.protocol == "iggy")
-
-
-def split_feeds(rec: Recorded, rng: random.Random, n: int) -> tuple[Recorded, list[int]]:
-    feeds = [i for i, (name, args) in enumerate(rec.calls) if name == "feed" and len(args[1]) > 1]
-    chosen = set(rng.sample(feeds, min(n, len(feeds))))
-    out = Recorded(rec.protocol, rec.midstream)
-    cuts: list[int] = []
-    for i, (name, args) in enumerate(rec.calls):
-        if i in chosen:
-            d, data, ts = args
-            at = rng.randrange(1, len(data))
-            out.calls.append(("feed", (d, data[:at], ts)))
-            cuts.append(len(out.calls))
-            out.calls.append(("feed", (d, data[at:], ts)))
-        else:
-            out.calls.append((name, args))
-    return out, cuts
+    return recordings(str(path), "iggy")
 
 
 def test_there_are_iggy_captures() -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import random
-from functools import cache
 from pathlib import Path
 
 import pytest
@@ -21,35 +20,15 @@ from dissectors.rabbitmq_stream import RabbitMQStreamDissector
 from dissectors.rabbitmq_stream import rules as R
 from dissectors.rabbitmq_stream.connection import StreamConnection
 from dissectors.rabbitmq_stream.encode import handshake, request, response
-from tests.replay import Recorded, cut_points, record, replay
+from tests.replay import Recorded, cut_points, recordings, replay, split_feeds
 
 HERE = Path(__file__).resolve().parent.parent / "captures" / "rabbitmq_stream"
 CAPTURES = sorted([*HERE.glob("*.pcap"), *HERE.glob("*.pcapng")])
 D = RabbitMQStreamDissector()
 
 
-@cache
 def conversations(path: Path) -> tuple[Recorded, ...]:
-    return tuple(r for r in record(str(path)) if r.protocol == "rabbitmq_stream")
-
-
-def split_feeds(rec: Recorded, rng: random.Random, n: int) -> tuple[Recorded, list[int]]:
-    """The same calls with ``n`` feed calls cut in two at a random byte: the indexes of the second
-    halves are cut points that fall inside a frame (or a frame header) as often as not."""
-    feeds = [i for i, (name, args) in enumerate(rec.calls) if name == "feed" and len(args[1]) > 1]
-    chosen = set(rng.sample(feeds, min(n, len(feeds))))
-    out = Recorded(rec.protocol, rec.midstream)
-    cuts: list[int] = []
-    for i, (name, args) in enumerate(rec.calls):
-        if i in chosen:
-            d, data, ts = args
-            at = rng.randrange(1, len(data))
-            out.calls.append(("feed", (d, data[:at], ts)))
-            cuts.append(len(out.calls))
-            out.calls.append(("feed", (d, data[at:], ts)))
-        else:
-            out.calls.append((name, args))
-    return out, cuts
+    return recordings(str(path), "rabbitmq_stream")
 
 
 def test_every_capture_has_rabbitmq_stream_conversations() -> None:
