@@ -16,16 +16,12 @@ from typer.testing import CliRunner
 
 import analyzer.cli as cli
 from analyzer.pcapwrite import TcpConversation, write_capture
-from tests.toy import ToyDissector
+from tests.toy import toy_only  # noqa: F401 - the fixture, used by pytestmark
 
 ROOT = Path(__file__).parent.parent
 CAPTURES = ROOT / "captures"
 runner = CliRunner()
-
-
-@pytest.fixture(autouse=True)
-def toy_only(monkeypatch):
-    monkeypatch.setattr(cli, "load_dissectors", lambda: {"toy": ToyDissector()})
+pytestmark = pytest.mark.usefixtures("toy_only")
 
 
 @pytest.fixture

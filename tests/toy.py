@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import pytest
+
 from analyzer.api import (
     Category,
     Connection,
@@ -125,3 +127,11 @@ class ToyDissector(Dissector):
 
     def rules(self) -> list[Rule]:
         return [BAD_LINE, GAPPED, PING_UNANSWERED]
+
+
+@pytest.fixture
+def toy_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command line sees the toy dissector only (CLI tests: ``pytest.mark.usefixtures("toy_only")``)."""
+    import analyzer.cli as cli  # here: importing the toy need not import the command line
+
+    monkeypatch.setattr(cli, "load_dissectors", lambda: {"toy": ToyDissector()})
