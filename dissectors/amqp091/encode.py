@@ -15,6 +15,7 @@ from dissectors.amqp091.codes import FRAME_END
 from dissectors.amqp091.methods import BY_NAME, Method
 from dissectors.amqp091.properties import encode_header_payload
 from dissectors.amqp091.wire import LONG, LONGLONG, LONGSTR, OCTET, SHORT, SHORTSTR, TABLE, TIMESTAMP
+from dissectors.kit import script as kit_script
 from dissectors.kit.catalog import snake
 from dissectors.schema import Bit
 
@@ -86,22 +87,14 @@ def message(channel: int, data: bytes, props: Mapping[str, Any] | None = None, *
     return b"".join(out)
 
 
-class Script:
-    """A conversation as (direction, bytes, ts) steps, with helpers for the usual handshake."""
+class Script(kit_script.Script):
+    """A conversation as (direction, bytes, ts) steps, with helpers for the usual handshake: it starts
+    at 0 and each frame comes ``dt`` (default 1 ms) after the one before."""
+
+    default_dt = 0.001
 
     def __init__(self) -> None:
-        self.steps: list[tuple[Direction, bytes, float]] = []
-        self.ts = 0.0
-
-    def c(self, data: bytes, dt: float = 0.001) -> Script:
-        self.ts += dt
-        self.steps.append((Direction.C2S, data, self.ts))
-        return self
-
-    def s(self, data: bytes, dt: float = 0.001) -> Script:
-        self.ts += dt
-        self.steps.append((Direction.S2C, data, self.ts))
-        return self
+        super().__init__(ts=0.0, step=0.0)
 
     def handshake(self, *, frame_max: int = 131072, channel_max: int = 2047, heartbeat: int = 0,
                   mechanisms: str = "PLAIN AMQPLAIN") -> Script:

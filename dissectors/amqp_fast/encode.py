@@ -23,6 +23,7 @@ from dissectors.amqp_fast.commands import (
     layout,
 )
 from dissectors.amqp_fast.wire import Encoding
+from dissectors.kit import script as kit_script
 
 DEFAULT = Encoding()
 _DEFAULTS = {"octet": 0, "short": 0, "long": 0, "bit": False, "shortstr": "", "longstr": b"", "table": b"",
@@ -83,23 +84,15 @@ def message(name: str, handle: int, body: bytes, *, fragment: int = 0, head_byte
     return b"".join(out)
 
 
-class Script:
-    """A conversation as (direction, bytes, ts) steps, with helpers for the usual negotiation."""
+class Script(kit_script.Script):
+    """A conversation as (direction, bytes, ts) steps, with helpers for the usual negotiation: it starts
+    at 0 and each frame comes ``dt`` (default 1 ms) after the one before."""
+
+    default_dt = 0.001
 
     def __init__(self, enc: Encoding = DEFAULT) -> None:
-        self.steps: list[tuple[Direction, bytes, float]] = []
-        self.ts = 0.0
+        super().__init__(ts=0.0, step=0.0)
         self.enc = enc
-
-    def c(self, data: bytes, dt: float = 0.001) -> Script:
-        self.ts += dt
-        self.steps.append((Direction.C2S, data, self.ts))
-        return self
-
-    def s(self, data: bytes, dt: float = 0.001) -> Script:
-        self.ts += dt
-        self.steps.append((Direction.S2C, data, self.ts))
-        return self
 
     def cc(self, name: str, **values: Any) -> Script:
         return self.c(command(name, self.enc, **values))

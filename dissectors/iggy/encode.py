@@ -25,6 +25,7 @@ from dissectors.iggy.commands import (
 )
 from dissectors.iggy.dialects import pack_version
 from dissectors.iggy.messages import encode_polled, encode_send_messages
+from dissectors.kit import script as kit_script
 from dissectors.kit.script import all_findings as all_findings
 from dissectors.kit.script import frames as frames
 from dissectors.kit.script import play
@@ -155,24 +156,9 @@ def v_eviction(reason: int, server_version: int = PROTOCOL_0_11, minimum: int = 
 
 
 # ----------------------------------------------------------------------------- conversations
-class Script:
-    """A conversation under construction: frames in order, each with a direction and a time."""
-
-    def __init__(self, ts: float = 1_700_000_000.0, step: float = 0.001) -> None:
-        self.items: list[tuple[Direction, bytes, float]] = []
-        self.ts = ts
-        self.step = step
-
-    def add(self, direction: Direction, data: bytes) -> Script:
-        self.items.append((direction, data, self.ts))
-        self.ts += self.step
-        return self
-
-    def c(self, data: bytes) -> Script:
-        return self.add(C2S, data)
-
-    def s(self, data: bytes) -> Script:
-        return self.add(S2C, data)
+class Script(kit_script.Script):
+    """A conversation under construction (:class:`dissectors.kit.script.Script`) that can be written
+    as a capture."""
 
     def pcap(self, path: str, *, port: int = 8090, client_port: int = 40000, mss: int = 1448) -> None:
         """Write the conversation as a TCP capture (handshake, segments of ``mss``, close)."""

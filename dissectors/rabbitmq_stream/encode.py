@@ -9,11 +9,11 @@ decoder uses (:mod:`.layouts`, :mod:`.draft`), plus whole conversations for test
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from analyzer.api import Direction, Event
-from dissectors.kit.script import all_findings, frames, play
+from dissectors.kit.script import Script, all_findings, frames, play
 from dissectors.rabbitmq_stream.amqp import encode_message
 from dissectors.rabbitmq_stream.chunk import build_chunk, simple_entry, sub_batch_entry
 from dissectors.rabbitmq_stream.draft import DRAFT_COMMANDS
@@ -108,36 +108,6 @@ def handshake(*, broker_version: str = "3.13.7", frame_max: int = 1048576, heart
         (S2C, response("Open", correlation_id=4, response_code=1,
                        properties={"advertised_host": "localhost", "advertised_port": "5552"})),
     ]
-
-
-class Script:
-    """A conversation under construction: frames in order, each with a direction and a time."""
-
-    def __init__(self, ts: float = 1_700_000_000.0, step: float = 0.001) -> None:
-        self.items: list[tuple[Direction, bytes, float]] = []
-        self.ts = ts
-        self.step = step
-
-    def add(self, direction: Direction, data: bytes, *, at: float | None = None) -> Script:
-        if at is not None:
-            self.ts = at
-        self.items.append((direction, data, self.ts))
-        self.ts += self.step
-        return self
-
-    def c(self, data: bytes, **kw: Any) -> Script:
-        return self.add(C2S, data, **kw)
-
-    def s(self, data: bytes, **kw: Any) -> Script:
-        return self.add(S2C, data, **kw)
-
-    def extend(self, pairs: Iterable[tuple[Direction, bytes]]) -> Script:
-        for d, b in pairs:
-            self.add(d, b)
-        return self
-
-    def bytes_of(self, direction: Direction) -> bytes:
-        return b"".join(b for d, b, _ in self.items if d is direction)
 
 
 def run(script: Script, *, midstream: bool = False, split: int | None = None) -> list[Event]:
