@@ -21,6 +21,28 @@ from dissectors.kit import correlate
 from dissectors.kit.correlate import Correlator
 
 
+class Visits:
+    """How many outstanding requests ``Correlator.drop`` looked at."""
+
+    n = 0
+
+
+@pytest.fixture
+def drop_visits(monkeypatch: pytest.MonkeyPatch) -> Visits:
+    """``Correlator.drop``, counting every request it visits."""
+    visits = Visits()
+    real = Correlator.drop
+
+    def counting(self: Correlator, direction: str, keep: Callable[[Hashable, list], bool]) -> None:
+        def counted(k: Hashable, e: list) -> bool:
+            visits.n += 1
+            return keep(k, e)
+        real(self, direction, counted)
+
+    monkeypatch.setattr(correlate.Correlator, "drop", counting)
+    return visits
+
+
 class CountedKey:
     """A request key that counts how often it is hashed: a scan over the outstanding keys hashes
     each of them, an O(1) lookup only the one it looks up."""
@@ -64,18 +86,7 @@ def test_answers_are_matched_in_constant_work() -> None:
     assert CountedKey.hashes < 5 * 40_000
 
 
-def test_retain_repeated_visits_the_requests_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    visits = 0
-    real = Correlator.drop
-
-    def counting(self: Correlator, direction: str, keep: Callable[[Hashable, list], bool]) -> None:
-        def counted(k: Hashable, e: list) -> bool:
-            nonlocal visits
-            visits += 1
-            return keep(k, e)
-        real(self, direction, counted)
-
-    monkeypatch.setattr(correlate.Correlator, "drop", counting)
+def test_retain_repeated_visits_the_requests_once(drop_visits: Visits) -> None:
     c = Correlator.in_order()
     for i in range(5000):
         c.request("s2c", 0, "Connection.Close", None, float(i))
@@ -83,10 +94,10 @@ def test_retain_repeated_visits_the_requests_once(monkeypatch: pytest.MonkeyPatc
     for _ in range(5000):
         c.retain("s2c", 0, "Connection.Close")
     assert c.outstanding("s2c") == 5000
-    assert visits == 5001  # once over every request, then nothing
+    assert drop_visits.n == 5001  # once over every request, then nothing
     c.request("s2c", 4, "Channel.Close", None, 0.0)  # a new request: the next retain looks again
     c.retain("s2c", 0, "Connection.Close")
-    assert c.outstanding("s2c") == 5000 and visits == 5001 + 5001
+    assert c.outstanding("s2c") == 5000 and drop_visits.n == 5001 + 5001
 
 
 def packets_of(conversations: list[TcpConversation]) -> list[RawPacket]:
@@ -97,18 +108,7 @@ def packets_of(conversations: list[TcpConversation]) -> list[RawPacket]:
     return [RawPacket(i + 1, s.ts, 1, eth + ip_packet(s), 14 + len(ip_packet(s))) for i, s in enumerate(segs)]
 
 
-def test_amqp_close_ok_flood_against_unanswered_closes_is_linear(monkeypatch: pytest.MonkeyPatch) -> None:
-    visits = 0
-    real = Correlator.drop
-
-    def counting(self: Correlator, direction: str, keep: Callable[[Hashable, list], bool]) -> None:
-        def counted(k: Hashable, e: list) -> bool:
-            nonlocal visits
-            visits += 1
-            return keep(k, e)
-        real(self, direction, counted)
-
-    monkeypatch.setattr(correlate.Correlator, "drop", counting)
+def test_amqp_close_ok_flood_against_unanswered_closes_is_linear(drop_visits: Visits) -> None:
     n = 3000
     conv = TcpConversation(server=("10.0.0.2", 5672))
     conv.handshake()
@@ -123,7 +123,7 @@ def test_amqp_close_ok_flood_against_unanswered_closes_is_linear(monkeypatch: py
     findings = [e for e in events if isinstance(e, Finding)]
     assert sum(f.id == "amqp091.correlation.unanswered" for f in findings) == n
     assert not any(f.id == "engine.dissector_error" for f in findings)
-    assert visits < 5 * n  # each close-ok visited all 3,000 closes before: 9,000,000
+    assert drop_visits.n < 5 * n  # each close-ok visited all 3,000 closes before: 9,000,000
 
 
 def test_one_byte_segments_behind_a_hole_are_limited_in_number() -> None:
