@@ -5,7 +5,6 @@ bundled capture files, also when those are cut into several files."""
 from __future__ import annotations
 
 import importlib.util
-import json
 import random
 from pathlib import Path
 from types import ModuleType
@@ -15,12 +14,11 @@ import pytest
 from analyzer.api import Direction, Finding, Frame
 from analyzer.capture import read_packets
 from analyzer.engine import Analyzer, analyze_file
-from analyzer.jsonout import finding_json, frame_json
-from analyzer.pcapwrite import write_packets
 from dissectors.amqp_fast import AmqpFastDissector, connection
 from dissectors.amqp_fast import encode as E
 from dissectors.amqp_fast.rules import ALL_RULES
 from dissectors.kit import play
+from tests import split_files
 
 ROOT = Path(__file__).resolve().parent.parent
 CAPS = ROOT / "captures" / "amqp_fast"
@@ -106,14 +104,7 @@ def test_rule_captures_through_the_engine(name: str) -> None:
 def _split(path: Path, parts: int, tmp: Path, seed: str) -> list[str]:
     packets = list(read_packets(str(path)))
     rng = random.Random(seed)
-    cuts = sorted(rng.sample(range(1, len(packets)), parts - 1))
-    bounds = [0, *cuts, len(packets)]
-    out = []
-    for i, (a, b) in enumerate(zip(bounds, bounds[1:], strict=False)):
-        p = tmp / f"part{i:02d}.pcap"
-        write_packets(str(p), packets[a:b], "ethernet")
-        out.append(str(p))
-    return out
+    return split_files.split(packets, sorted(rng.sample(range(1, len(packets)), parts - 1)), tmp)
 
 
 @pytest.mark.parametrize("name", ["amqp_fast_session", "rules/fragment_short", "rules/fragment_long",
@@ -121,14 +112,9 @@ def _split(path: Path, parts: int, tmp: Path, seed: str) -> list[str]:
 @pytest.mark.parametrize("parts", [2, 5])
 def test_cut_into_several_files_gives_the_same_frames_and_findings(tmp_path: Path, name: str, parts: int) -> None:
     path = CAPS / f"{name}.pcap"
-
-    def normal(events: list) -> list[str]:
-        return [json.dumps(frame_json(e) if isinstance(e, Frame) else finding_json(e), sort_keys=True, default=str)
-                for e in events]
-
-    whole = normal(list(Analyzer().run(read_packets(str(path)))))
+    whole = split_files.normal(list(Analyzer().run(read_packets(str(path)))))
     paths = _split(path, parts, tmp_path, f"{name}/{parts}")
-    assert normal(list(Analyzer().run_files(paths, per_file=False))) == whole
+    assert split_files.normal(list(Analyzer().run_files(paths, per_file=False))) == whole
 
 
 def test_table_limit_forgets_closed_channels(monkeypatch: pytest.MonkeyPatch) -> None:

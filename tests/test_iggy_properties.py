@@ -22,12 +22,13 @@ from analyzer.api import Direction, Frame
 from analyzer.capture import read_packets
 from analyzer.engine import Analyzer
 from analyzer.jsonout import finding_json, frame_json
-from analyzer.pcapwrite import TcpConversation, write_capture, write_packets
+from analyzer.pcapwrite import TcpConversation, write_capture
 from dissectors.iggy import IggyDissector
 from dissectors.iggy import rules as R
 from dissectors.iggy.connection import IggyConnection
 from dissectors.iggy.encode import ANOMALIES, all_findings, session
 from tests.replay import Recorded, cut_points, recordings, replay, split_feeds
+from tests.split_files import split
 from tests.state_walk import containers
 
 D = IggyDissector()
@@ -199,11 +200,5 @@ def test_split_files_give_the_whole_capture(tmp_path: Path, path: Path) -> None:
     whole = normal(list(Analyzer().run(read_packets(str(path)))))
     rng = random.Random(path.name)
     parts = min(4, len(packets))
-    cuts = sorted(rng.sample(range(1, len(packets)), parts - 1))
-    bounds = [0, *cuts, len(packets)]
-    files = []
-    for i, (a, b) in enumerate(zip(bounds, bounds[1:], strict=False)):
-        p = tmp_path / f"part{i}.pcap"
-        write_packets(str(p), packets[a:b], "ethernet")
-        files.append(str(p))
+    files = split(packets, sorted(rng.sample(range(1, len(packets)), parts - 1)), tmp_path)
     assert normal(list(Analyzer().run_files(files[::-1], per_file=False))) == whole

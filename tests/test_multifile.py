@@ -11,34 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.api import Event, Frame
-from analyzer.capture import RawPacket, read_packets
+from analyzer.api import Frame
+from analyzer.capture import read_packets
 from analyzer.engine import Analyzer
-from analyzer.jsonout import finding_json, frame_json
 from analyzer.pcapwrite import TcpConversation, write_capture, write_packets
+from tests.split_files import normal, split
 from tests.toy import ToyDissector
 
 ROOT = Path(__file__).resolve().parent.parent
 CAPTURES = sorted(p for p in (ROOT / "captures").glob("*/*.pcap*"))
 LINKS = {1: "ethernet", 113: "sll", 276: "sll2", 0: "null", 101: "raw"}
-
-
-def normal(events: list[Event]) -> list[str]:
-    out = []
-    for ev in events:
-        j = frame_json(ev) if isinstance(ev, Frame) else finding_json(ev)
-        out.append(json.dumps(j, sort_keys=True, default=str))
-    return out
-
-
-def split(packets: list[RawPacket], cuts: list[int], tmp: Path, link: str) -> list[str]:
-    paths = []
-    bounds = [0, *cuts, len(packets)]
-    for i, (a, b) in enumerate(zip(bounds, bounds[1:], strict=False)):
-        path = tmp / f"part{i:02d}.pcap"
-        write_packets(str(path), packets[a:b], link)
-        paths.append(str(path))
-    return paths
 
 
 @pytest.mark.parametrize("capture", CAPTURES, ids=[p.name for p in CAPTURES])
