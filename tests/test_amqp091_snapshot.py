@@ -32,11 +32,6 @@ def recordings(name: str) -> tuple[Recorded, ...]:
     return recs
 
 
-def split_inside(rec: Recorded, rng: random.Random) -> Recorded:
-    """The same calls with every feed of more than one byte split in two at a random byte."""
-    return R.split_feeds(rec, rng)[0]
-
-
 @pytest.mark.parametrize("name", ALL)
 def test_resume_from_json_continues_identically(name: str) -> None:
     rng = random.Random(name)
@@ -47,7 +42,7 @@ def test_resume_from_json_continues_identically(name: str) -> None:
             assert replay(D, rec, cut_at=k) == whole, (name, k)
         # Cuts inside frames: the feeds split at arbitrary bytes give the same output, straight and
         # cut between the two halves of a split feed (odd positions) or elsewhere.
-        inside = split_inside(rec, rng)
+        inside, _ = R.split_feeds(rec, rng)  # every feed split in two at a random byte
         assert replay(D, inside) == whole
         n = len(inside.calls)
         points = set(cut_points(n, rng)) | {k for k in (rng.randrange(n) | 1 for _ in range(6)) if k < n}
@@ -61,7 +56,7 @@ def test_snapshot_is_json_after_every_call(name: str) -> None:
     connection whose own snapshot is the same."""
     for rec in recordings(name):
         conn = D.connection(rec.midstream)
-        for call, args in split_inside(rec, random.Random(name)).calls:
+        for call, args in R.split_feeds(rec, random.Random(name))[0].calls:
             list(getattr(conn, call)(*args) or ())
             text = json.dumps(conn.snapshot())
             again = D.resume(json.loads(text))
