@@ -460,7 +460,8 @@ class Display:
         (one line, exit 2)."""
         analyzer, writer = self.analyzer, self.writer
         flows_wanted, protocols_wanted = self.flows_wanted, self.protocols_wanted
-        missing = sorted(n for n in flows_wanted if n > len(analyzer.flows))
+        # Ids, not kept rows: a live analyzer drops old finished conversations' rows.
+        missing = sorted(n for n in flows_wanted if n > analyzer.conversations)
         if writer is not None and self.format is Format.json:
             writer.write("\n],\n\"findings\":[")
             spool = self.spool
@@ -485,7 +486,7 @@ class Display:
             raise fail(error[0])
         if missing:
             raise fail(f"no conversation {', '.join(map(str, missing))} in this capture (it has "
-                       f"{len(analyzer.flows)}; see `streamproto flows`)")
+                       f"{analyzer.conversations}; see `streamproto flows`)")
 
 
 def footer(analyzer: Analyzer, shown: int, flows: set[int] | Sequence[int] = (),
@@ -502,7 +503,10 @@ def footer(analyzer: Analyzer, shown: int, flows: set[int] | Sequence[int] = (),
         totals["note"] += f.notes
         if f.protocol is None and (f.bytes_c2s or f.bytes_s2c):
             undecoded += 1
-    conversations = f"{len(analyzer.flows)} TCP conversations"
+    if not flows and not protocols:
+        # Unfiltered: the analyzer's totals, which count the rows a live analyzer dropped too.
+        totals = analyzer.findings_per_severity()
+    conversations = f"{analyzer.conversations} TCP conversations"
     if undecoded:
         conversations += f" ({undecoded} undecoded: `streamproto follow N` shows their bytes)"
     return (f"-- {analyzer.packets} packets, {conversations}, {shown} frames shown; "

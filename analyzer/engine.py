@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections import OrderedDict
+from collections import Counter, OrderedDict, deque
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -102,7 +102,7 @@ class Analyzer:
 
     def __init__(self, dissectors: dict[str, Dissector] | None = None, decode_as: dict[int, str] | None = None,
                  max_buffer: int = 8 * 1024 * 1024, idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
-                 fallback: Dissector | None = None) -> None:
+                 fallback: Dissector | None = None, max_finished_rows: int | None = None) -> None:
         self.dissectors = dissectors if dissectors is not None else load_dissectors()
         #: Decodes the conversations no dissector claims (`streamproto follow` hands their bytes on
         #: this way); None: they stay undecoded and each gets an ``engine.undecoded`` note.
@@ -111,7 +111,21 @@ class Analyzer:
         self.max_buffer = max_buffer
         self.idle_timeout = idle_timeout or None
         self.by_port: dict[int, str] = port_table(self.dissectors.values())
-        self.flows: list[FlowInfo] = []
+        # Every conversation's row, indexed by id - 1; None with a bound on finished rows.
+        self._flow_list: list[FlowInfo] | None = []
+        #: At most this many finished conversations keep their row (None: all, as `flows` of a file
+        #: needs): a live capture runs for days and a row per finished conversation (~480 bytes)
+        #: would grow without end. Open conversations always keep theirs; the oldest finished go first.
+        self.max_finished_rows: int | None = None
+        # With a bound: the kept rows by id (a dict, so that dropping one from the middle is O(1);
+        # insertion order is id order) and the ids of the finished ones, oldest first.
+        self._rows: dict[int, FlowInfo] = {}
+        self._finished_ids: deque[int] = deque()
+        self._next_flow = 1  # ids keep increasing after rows are dropped: never reused
+        #: What the dropped rows counted, so totals over all conversations stay exact (the live
+        #: summary): frames per protocol ("undecoded" for none) and findings per severity.
+        self.dropped_frames: Counter[str] = Counter()
+        self.dropped_findings = {"error": 0, "warning": 0, "note": 0}
         # Conversations are keyed by flow keys (:func:`analyzer.packets.flow_key`: packed addresses
         # and ports, as packets carry them); open ones by their client-to-server key.
         self._live: dict[bytes, Conversation] = {}
@@ -138,11 +152,55 @@ class Analyzer:
         self._startup_errors: list[Finding] = []
         self._texts: tuple[Conversation | None, str, str] = (None, "", "")
         self._texts_prev: tuple[Conversation | None, str, str] = (None, "", "")
+        if max_finished_rows is not None:
+            self.limit_finished_rows(max_finished_rows)
 
     @property
     def live(self) -> int:
         """Open conversations (not yet finished)."""
         return len(self._live)
+
+    def limit_finished_rows(self, n: int) -> None:
+        """Keep at most ``n`` finished conversations' rows from now on (see ``max_finished_rows``);
+        for an analyzer made elsewhere (the CLI's), before it has seen packets."""
+        if n < 0:
+            raise ValueError(f"max_finished_rows must be 0 or more, not {n}")
+        if self.packets or self._next_flow > 1:
+            raise ValueError("limit_finished_rows needs a fresh analyzer")
+        self.max_finished_rows = n
+        self._flow_list = None
+
+    @property
+    def flows(self) -> list[FlowInfo]:
+        """The kept conversation rows in id order: every conversation's without a bound (the list
+        itself), else the open ones' and the latest ``max_finished_rows`` finished ones' (a copy)."""
+        if self._flow_list is not None:
+            return self._flow_list
+        return list(self._rows.values())
+
+    @property
+    def conversations(self) -> int:
+        """Conversations seen so far, kept rows or not."""
+        return self._next_flow - 1
+
+    def frames_per_protocol(self) -> Counter[str]:
+        """Frames of every conversation so far by protocol ("undecoded": none), dropped rows included."""
+        frames = Counter(self.dropped_frames)
+        for f in self._flow_list if self._flow_list is not None else self._rows.values():
+            if f.frames:
+                frames[f.protocol or "undecoded"] += f.frames
+        return frames
+
+    def findings_per_severity(self) -> dict[str, int]:
+        """Findings so far by severity: the capture's own, every conversation's (dropped rows included)."""
+        totals = dict(self.capture_findings)
+        for k, v in self.dropped_findings.items():
+            totals[k] += v
+        for f in self._flow_list if self._flow_list is not None else self._rows.values():
+            totals["error"] += f.errors
+            totals["warning"] += f.warnings
+            totals["note"] += f.notes
+        return totals
 
     def run_files(self, paths: Sequence[str], *, final: bool = True, per_file: bool = True) -> Iterator[Event]:
         """Several capture files as one capture, as ``tcpdump -C``/``-G`` rotates them: ordered by
@@ -336,9 +394,36 @@ class Analyzer:
 
     def flow(self, flow_id: int | None) -> FlowInfo | None:
         """The conversation with this id (ids count from 1 in order of appearance)."""
-        if flow_id is None or not 0 < flow_id <= len(self.flows):
+        if flow_id is None:
             return None
-        return self.flows[flow_id - 1]
+        if self._flow_list is None:
+            return self._rows.get(flow_id)  # None as well once its row was dropped
+        if not 0 < flow_id <= len(self._flow_list):
+            return None
+        return self._flow_list[flow_id - 1]
+
+    def _add_row(self, info: FlowInfo) -> None:
+        if self._flow_list is not None:
+            self._flow_list.append(info)
+        else:
+            self._rows[info.id] = info
+        self._next_flow = max(self._next_flow, info.id + 1)
+
+    def _finished_row(self, info: FlowInfo) -> None:
+        """A conversation was finished: with a bound, drop the oldest finished rows beyond it,
+        adding what they counted to the totals kept for them."""
+        if self.max_finished_rows is None or info.id not in self._rows:
+            return
+        finished = self._finished_ids
+        finished.append(info.id)
+        while len(finished) > self.max_finished_rows:
+            old = self._rows.pop(finished.popleft())
+            if old.frames:
+                self.dropped_frames[old.protocol or "undecoded"] += old.frames
+            dropped = self.dropped_findings
+            dropped["error"] += old.errors
+            dropped["warning"] += old.warnings
+            dropped["note"] += old.notes
 
     def _pop_startup_errors(self) -> Iterator[Event]:
         errors, self._startup_errors = self._startup_errors, []
@@ -433,8 +518,8 @@ class Analyzer:
     def _open(self, seg: TcpSegment, ts: float) -> Conversation:
         midstream = not seg.flags & SYN
         client, server = roles((seg.src, seg.sport), (seg.dst, seg.dport), seg.flags, self._port_proto)
-        info = FlowInfo(len(self.flows) + 1, client, server, ts, ts)
-        self.flows.append(info)
+        info = FlowInfo(self._next_flow, client, server, ts, ts)
+        self._add_row(info)
         conv = Conversation(info, self.max_buffer, midstream)
         self._live[conv.key] = conv
         name = self._port_proto(server[1]) or self._port_proto(client[1])
@@ -748,6 +833,7 @@ class Analyzer:
             self._closed[conv.key] = conv.info
             if len(self._closed) > CLOSED_KEEP:
                 self._closed.popitem(last=False)
+        self._finished_row(conv.info)
         # A stale heap entry may still hold the object until it is popped: keep nothing big in it.
         conv.release()
         conv.conn = None
@@ -782,7 +868,7 @@ class Analyzer:
         (``NotImplementedError``); later packets of such a conversation start a new, mid-stream one.
         Raises NotImplementedError if an open conversation still cannot be snapshotted."""
         live = [conversation_to_plain(conv) for conv in self._live.values()]
-        return {
+        state: dict[str, Any] = {
             "version": CHECKPOINT_VERSION, "packets": self.packets, "first_ts": self.first_ts,
             "last_ts": self.last_ts, "truncated_packets": self.truncated_packets,
             "capture_findings": dict(self.capture_findings),
@@ -792,12 +878,18 @@ class Analyzer:
             "live": live, "seq": self._wakeups.seq,
             "files": self._capture_files.to_plain(), "multi_file": self.multi_file,
         }
+        if self.max_finished_rows is not None:
+            # Rows were (or may be) dropped: ids no longer follow from the list, nor totals from rows.
+            state["rows"] = {"next_flow": self._next_flow, "finished": list(self._finished_ids),
+                             "dropped_frames": dict(self.dropped_frames),
+                             "dropped_findings": dict(self.dropped_findings)}
+        return state
 
     def restore(self, state: dict[str, Any]) -> None:
         """Continue from a :meth:`checkpoint` (on a new analyzer with the same dissectors); the next
         :meth:`run` goes on with the capture's next packets. Raises ValueError on a state that
         does not fit."""
-        if self.packets or self.flows:
+        if self.packets or self._next_flow > 1:
             raise ValueError("restore needs a fresh analyzer")
         if state.get("version") != CHECKPOINT_VERSION:
             raise ValueError(f"unsupported checkpoint version {state.get('version')!r}")
@@ -805,12 +897,32 @@ class Analyzer:
         self.truncated_packets = state["truncated_packets"]
         self.capture_findings = dict(state["capture_findings"])
         load_linkdec(self.linkdec, state["linkdec"])
-        self.flows = [FlowInfo.from_plain(f) for f in state["flows"]]
+        for f in state["flows"]:
+            self._add_row(FlowInfo.from_plain(f))
+        rows = state.get("rows")
+        if rows is not None:
+            if self._flow_list is not None:
+                raise ValueError("checkpoint of an analyzer with max_finished_rows needs one as well")
+            self._next_flow = rows["next_flow"]
+            self._finished_ids.extend(fid for fid in rows["finished"] if fid in self._rows)
+            self.dropped_frames.update(rows["dropped_frames"])
+            self.dropped_findings = dict(rows["dropped_findings"])
+        elif self._flow_list is None:
+            # An unbounded checkpoint into a bounded analyzer: the finished rows, in id order.
+            open_ids = {c["flow"] for c in state["live"]}
+            for fid in list(self._rows):
+                if fid not in open_ids:
+                    self._finished_row(self._rows[fid])
         for k, fid in state["closed"]:
-            self._closed[bytes.fromhex(k)] = self.flows[fid - 1]
+            info = self.flow(fid)
+            if info is not None:  # a dropped row's stragglers just open a new conversation
+                self._closed[bytes.fromhex(k)] = info
         restored = []
         for c in state["live"]:
-            conv = conversation_from_plain(c, self.flows[c["flow"] - 1], self.max_buffer)
+            info = self.flow(c["flow"])
+            if info is None:
+                raise ValueError(f"checkpoint has no row for open conversation {c['flow']}")
+            conv = conversation_from_plain(c, info, self.max_buffer)
             name = c["dissector"]
             if name is not None:
                 conv.dissector = self.dissectors.get(name)

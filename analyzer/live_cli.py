@@ -37,6 +37,9 @@ from analyzer.live.summary import summary_lines
 from analyzer.live.tee import PcapngTee
 from analyzer.textsafe import safe
 
+#: Finished conversations whose rows a live capture keeps (~480 bytes each: about 5 MiB).
+MAX_FLOW_ROWS = 10_000
+
 EPILOG_LIVE = """\b
 Examples:
   sudo streamproto live -i lo                            every frame as it completes, Ctrl-C stops
@@ -156,6 +159,11 @@ def live(
         help="JSON: longer field values are cut to this many bytes and listed under `truncated` (0: no limit)")
     ] = 1 << 20,
     idle_timeout: IdleOpt = DEFAULT_IDLE_TIMEOUT,
+    max_flow_rows: Annotated[int, typer.Option(
+        "--max-flow-rows", metavar="N",
+        help="Remember at most N finished conversations (their summary rows; the oldest go first) so a run "
+             "of days keeps its memory bounded; open ones and the summary's totals are always kept")
+    ] = MAX_FLOW_ROWS,
 ) -> None:
     """Capture on an interface and decode each frame as soon as its last byte arrives, with its
     findings, through the same engine as `inspect`; Ctrl-C or SIGTERM stops, then a summary.
@@ -175,7 +183,10 @@ def live(
         raise fail(f"--buffer-size must be 1 MiB or more, not {buffer_size}")
     if not link_wait >= 0:
         raise fail(f"--link-wait must be 0 or a positive number of seconds, not {link_wait}")
+    if max_flow_rows < 0:
+        raise fail(f"--max-flow-rows must be 0 or more, not {max_flow_rows}")
     analyzer = _analyzer(decode_as, idle_timeout, option, dialect)
+    analyzer.limit_finished_rows(max_flow_rows)
     bpf = capture_filter if capture_filter is not None else default_filter(analyzer)
     display = Display.from_options(
         analyzer, capture=str(replay) if replay is not None else interface, display_filter=display_filter,
