@@ -10,18 +10,16 @@ import json
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 import jsonschema
 import junitparser
 import pytest
 from lxml import etree
+
+from tests.private_broker import private_broker
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
@@ -95,58 +93,16 @@ def test_gitlab_job_runs_the_same_shell():
     assert "".join(line[6:] + "\n" for line in m.group(1).splitlines()) == example_shell()
 
 
-def _open(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.5)
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
 @pytest.fixture(scope="module")
 def broker():
     if not shutil.which("tcpdump"):
         if os.environ.get("CI"):
             pytest.fail("tcpdump is not installed, and CI must run the CI example (.ci/run installs it)")
         pytest.skip("tcpdump is not installed (apt-get install tcpdump)")
-    if _open(PORT):
-        pytest.fail(f"port {PORT} is busy: the test starts its own broker there")
-    # Not under pytest's temporary directory: its parents are private to root, and the broker runs as
-    # the rabbitmq user.
-    state = Path(tempfile.mkdtemp(prefix="streamproto-ci-example-"))
-    for sub in ("mnesia", "log"):
-        (state / sub).mkdir()
-    (state / "rabbitmq.conf").write_text(f"listeners.tcp.default = 127.0.0.1:{PORT}\nloopback_users = none\n")
-    (state / "plugins").write_text("[].\n")
-    # The Debian start script drops to the rabbitmq user when run as root: it must own the state.
-    subprocess.run(["chown", "-R", "rabbitmq:rabbitmq", str(state)], check=False, capture_output=True)
-    os.chmod(state, 0o755)
-    env = dict(os.environ, RABBITMQ_NODE_IP_ADDRESS="127.0.0.1", RABBITMQ_NODENAME=NODE,
-               RABBITMQ_MNESIA_BASE=str(state / "mnesia"), RABBITMQ_LOG_BASE=str(state / "log"),
-               RABBITMQ_CONFIG_FILE=str(state / "rabbitmq.conf"), ERL_EPMD_ADDRESS="127.0.0.1",
-               RABBITMQ_ENABLED_PLUGINS_FILE=str(state / "plugins"), RABBITMQ_DIST_PORT=str(DIST_PORT))
-    out = open(state / "server.out", "wb")  # noqa: SIM115 - closed after the broker stops
-    proc = subprocess.Popen(["rabbitmq-server"], env=env, stdout=out, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    try:
-        deadline = time.monotonic() + 120
-        while not _open(PORT):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                log = (state / "server.out").read_text(errors="replace")[-3000:]
-                pytest.fail(f"rabbitmq-server did not come up on 127.0.0.1:{PORT}:\n{log}")
-            time.sleep(0.5)
+    with private_broker(node=NODE, dist_port=DIST_PORT, ports=(PORT,), prefix="streamproto-ci-example-",
+                        config=f"listeners.tcp.default = 127.0.0.1:{PORT}\nloopback_users = none\n",
+                        plugins="[].\n", timeout=120):
         yield PORT
-    finally:
-        subprocess.run(["rabbitmqctl", "-n", NODE, "stop"], env=env, check=False, capture_output=True, timeout=60)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(10)
-        out.close()
-        shutil.rmtree(state, ignore_errors=True)
-        # The broker started Erlang's port mapper daemon; leave it only while another node uses it.
-        names = subprocess.run(["epmd", "-names"], capture_output=True, text=True, check=False).stdout
-        if "name " not in names:
-            subprocess.run(["epmd", "-kill"], capture_output=True, check=False)
 
 
 def run_example(tmp_path: Path, port: int, *client_args: str) -> subprocess.CompletedProcess:

@@ -9,18 +9,12 @@ Needs the broker (``rabbitmq`` marker) and capture rights (``capture``); CI has 
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
-import signal
-import socket
-import subprocess
-import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.live_helpers import Live, frames
+from tests.private_broker import private_broker
 from tests.test_live_loop import assert_same_frames, jsonl, streamproto
 
 pytestmark = [pytest.mark.rabbitmq, pytest.mark.capture]
@@ -32,56 +26,14 @@ NODE = "streamproto-live@localhost"
 MESSAGES = 25
 
 
-def _open(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.5)
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
 @pytest.fixture(scope="module")
 def broker():
-    for port in (AMQP_PORT, STREAM_PORT):
-        if _open(port):
-            pytest.fail(f"port {port} is busy: the test starts its own broker there")
-    # Not under pytest's temporary directory: its parents are private to root, and the broker runs
-    # as the rabbitmq user.
-    state = Path(tempfile.mkdtemp(prefix="streamproto-live-broker-"))
-    for sub in ("mnesia", "log"):
-        (state / sub).mkdir()
-    (state / "rabbitmq.conf").write_text(
-        f"listeners.tcp.default = 127.0.0.1:{AMQP_PORT}\nloopback_users = none\n"
-        f"stream.listeners.tcp.1 = 127.0.0.1:{STREAM_PORT}\nstream.advertised_host = 127.0.0.1\n"
-        f"stream.advertised_port = {STREAM_PORT}\n")
-    (state / "plugins").write_text("[rabbitmq_stream].\n")
-    subprocess.run(["chown", "-R", "rabbitmq:rabbitmq", str(state)], check=False, capture_output=True)
-    os.chmod(state, 0o755)
-    env = dict(os.environ, RABBITMQ_NODE_IP_ADDRESS="127.0.0.1", RABBITMQ_NODENAME=NODE,
-               RABBITMQ_MNESIA_BASE=str(state / "mnesia"), RABBITMQ_LOG_BASE=str(state / "log"),
-               RABBITMQ_CONFIG_FILE=str(state / "rabbitmq.conf"), ERL_EPMD_ADDRESS="127.0.0.1",
-               RABBITMQ_ENABLED_PLUGINS_FILE=str(state / "plugins"), RABBITMQ_DIST_PORT=str(DIST_PORT))
-    out = open(state / "server.out", "wb")  # noqa: SIM115 - closed after the broker stops
-    proc = subprocess.Popen(["rabbitmq-server"], env=env, stdout=out, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    try:
-        deadline = time.monotonic() + 180
-        while not (_open(AMQP_PORT) and _open(STREAM_PORT)):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                log = (state / "server.out").read_text(errors="replace")[-3000:]
-                pytest.fail(f"rabbitmq-server did not come up on 127.0.0.1:{AMQP_PORT}/{STREAM_PORT}:\n{log}")
-            time.sleep(0.5)
+    config = (f"listeners.tcp.default = 127.0.0.1:{AMQP_PORT}\nloopback_users = none\n"
+              f"stream.listeners.tcp.1 = 127.0.0.1:{STREAM_PORT}\nstream.advertised_host = 127.0.0.1\n"
+              f"stream.advertised_port = {STREAM_PORT}\n")
+    with private_broker(node=NODE, dist_port=DIST_PORT, ports=(AMQP_PORT, STREAM_PORT), config=config,
+                        plugins="[rabbitmq_stream].\n", prefix="streamproto-live-broker-", timeout=180):
         yield
-    finally:
-        subprocess.run(["rabbitmqctl", "-n", NODE, "stop"], env=env, check=False, capture_output=True, timeout=60)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(10)
-        out.close()
-        shutil.rmtree(state, ignore_errors=True)
-        names = subprocess.run(["epmd", "-names"], capture_output=True, text=True, check=False).stdout
-        if "name " not in names:
-            subprocess.run(["epmd", "-kill"], capture_output=True, check=False)
 
 
 def _commands(events: list[dict], command: str) -> list[dict]:
