@@ -175,6 +175,18 @@ FilterOpt = Annotated[str | None, typer.Option(
          "'flow == 2 and amqp091.basic.publish', 'finding.severity == error'")]
 FlowOpt = Annotated[list[int], typer.Option("--flow", metavar="N", help="Only this conversation (repeatable; see `flows`)")]
 ProtocolOpt = Annotated[list[str], typer.Option("--protocol", metavar="NAME", help="Only this protocol (repeatable)")]
+# Display options that inspect and live share.
+TreeOpt = Annotated[bool, typer.Option("-V", help="The annotated tree of every frame (the default format)")]
+HexOpt = Annotated[bool, typer.Option("--hex", "-x", help="Hex dump of each frame, with each field's bytes")]
+TimeFormatOpt = Annotated[str, typer.Option(
+    "--time-format", "-t", metavar="FORMAT",
+    help="Frame times: r since the first packet (default), a local time, ad local date and time, u/ud "
+         "the same in UTC, e epoch seconds, d since the previous frame shown")]
+OnlyFindingsOpt = Annotated[bool, typer.Option("--only-findings", help="Only frames with findings "
+                                               "(short for -Y finding)")]
+MaxValueSizeOpt = Annotated[int, typer.Option(
+    "--max-value-size", metavar="BYTES",
+    help="JSON: longer field values are cut to this many bytes and listed under `truncated` (0: no limit)")]
 
 
 def _inputs(capture: Sequence[Path] | None, read: Sequence[Path]) -> list[str]:
@@ -281,7 +293,7 @@ def inspect(
     display_filter: FilterOpt = None,
     format: Annotated[Format, typer.Option("--format", "-T", help="Output format: tree (as -V), summary (one "
                                            "line per frame), json (one document), jsonl (JSON Lines)")] = Format.tree,
-    tree: Annotated[bool, typer.Option("-V", help="The annotated tree of every frame (the default format)")] = False,
+    tree: TreeOpt = False,
     flow: FlowOpt = [],  # noqa: B006
     protocol: ProtocolOpt = [],  # noqa: B006
     decode_as: DecodeAsOpt = [],  # noqa: B006
@@ -289,19 +301,12 @@ def inspect(
     dialect: DialectOpt = [],  # noqa: B006
     max_frames: Annotated[int | None, typer.Option("--max-frames", "-c", metavar="N",
                                                    help="Stop after this many frames")] = None,
-    hex: Annotated[bool, typer.Option("--hex", "-x", help="Hex dump of each frame, with each field's bytes")] = False,
-    time_format: Annotated[str, typer.Option(
-        "--time-format", "-t", metavar="FORMAT",
-        help="Frame times: r since the first packet (default), a local time, ad local date and time, u/ud "
-             "the same in UTC, e epoch seconds, d since the previous frame shown")] = "r",
-    only_findings: Annotated[bool, typer.Option("--only-findings", help="Only frames with findings "
-                                                "(short for -Y finding)")] = False,
+    hex: HexOpt = False,
+    time_format: TimeFormatOpt = "r",
+    only_findings: OnlyFindingsOpt = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No frames or findings: only the closing "
                                         "summary line (or, for json, the flows)")] = False,
-    max_value_size: Annotated[int, typer.Option(
-        "--max-value-size", metavar="BYTES",
-        help="JSON: longer field values are cut to this many bytes and listed under `truncated` (0: no limit)")
-    ] = 1 << 20,
+    max_value_size: MaxValueSizeOpt = 1 << 20,
     idle_timeout: IdleOpt = DEFAULT_IDLE_TIMEOUT,
 ) -> None:
     """Decode every frame of every TCP conversation, with conformance findings.

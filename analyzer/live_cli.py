@@ -23,9 +23,14 @@ from analyzer.cli import (
     FilterOpt,
     FlowOpt,
     Format,
+    HexOpt,
     IdleOpt,
+    MaxValueSizeOpt,
+    OnlyFindingsOpt,
     OptionOpt,
     ProtocolOpt,
+    TimeFormatOpt,
+    TreeOpt,
     _analyzer,
     fail,
 )
@@ -138,7 +143,7 @@ def live(
     format: Annotated[Format, typer.Option("--format", "-T", help="Output format: tree (as -V), summary (one "
                                            "line per frame), json (one document, closed at stop), jsonl "
                                            "(JSON Lines)")] = Format.tree,
-    tree: Annotated[bool, typer.Option("-V", help="The annotated tree of every frame (the default format)")] = False,
+    tree: TreeOpt = False,
     flow: FlowOpt = [],  # noqa: B006 - typer needs a literal default
     protocol: ProtocolOpt = [],  # noqa: B006
     decode_as: DecodeAsOpt = [],  # noqa: B006
@@ -146,18 +151,11 @@ def live(
     dialect: DialectOpt = [],  # noqa: B006
     max_frames: Annotated[int | None, typer.Option("--max-frames", "-c", metavar="FRAMES",
                                                    help="Stop after this many frames shown")] = None,
-    hex: Annotated[bool, typer.Option("--hex", "-x", help="Hex dump of each frame, with each field's bytes")] = False,
-    time_format: Annotated[str, typer.Option(
-        "--time-format", "-t", metavar="FORMAT",
-        help="Frame times: r since the first packet (default), a local time, ad local date and time, u/ud "
-             "the same in UTC, e epoch seconds, d since the previous frame shown")] = "r",
-    only_findings: Annotated[bool, typer.Option("--only-findings", help="Only frames with findings "
-                                                "(short for -Y finding)")] = False,
+    hex: HexOpt = False,
+    time_format: TimeFormatOpt = "r",
+    only_findings: OnlyFindingsOpt = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No frames or findings: only the summary")] = False,
-    max_value_size: Annotated[int, typer.Option(
-        "--max-value-size", metavar="BYTES",
-        help="JSON: longer field values are cut to this many bytes and listed under `truncated` (0: no limit)")
-    ] = 1 << 20,
+    max_value_size: MaxValueSizeOpt = 1 << 20,
     idle_timeout: IdleOpt = DEFAULT_IDLE_TIMEOUT,
     max_flow_rows: Annotated[int, typer.Option(
         "--max-flow-rows", metavar="N",
