@@ -200,8 +200,12 @@ class Messages:
         if head is not None:
             in_place, plain = head
             if in_place:
-                children = [Field(n, _value(n, v), o, z, shown) for n, v, o, z, shown in plain]
+                # A fragment that ended short (a command began inside it) may cut its head: the
+                # fields past its end keep their values but have no place in this frame.
+                children = [Field(n, _value(n, v), o, z, shown) if o + z <= size else Field(n, _value(n, v), -1, 0, shown)
+                            for n, v, o, z, shown in plain]
                 size_ = sum(c.size for c in children)
+                in_place = size_ > 0
             else:  # the head began in an earlier fragment: no place in this one
                 children = [Field(n, _value(n, v), -1, 0, shown) for n, v, _o, _z, shown in plain]
                 size_ = 0
