@@ -19,8 +19,8 @@ from dissectors.amqp091.codes import (
     RABBITMQ_41_FRAME_MIN_SIZE,
     REPLY_CODES,
 )
-from dissectors.amqp091.fast import FAST
-from dissectors.amqp091.lazy import LazyFrame
+from dissectors.amqp091.fast import FAST, INFO_VALUES
+from dissectors.amqp091.lazy import QUICK_INFO, LazyFrame
 from dissectors.amqp091.methods import CLASSES, LEGACY_CLASSES, METHODS, Method
 from dissectors.amqp091.properties import decode_properties, scan_properties
 from dissectors.amqp091.wire import TableNotes
@@ -109,6 +109,26 @@ def build_method(frame: LazyFrame, meth: Method) -> tuple[list[Field], str]:
     args, _stop = meth.layout.read_fields(memoryview(data), 11, 7 + size)
     fields.extend(args)
     return fields, method_info(meth, {f.name: f.value for f in args})
+
+
+#: Methods whose Info line is their name alone (no Info arguments, no reply code): no decoding.
+_NAME_ONLY: dict[int, bool] = {}
+
+
+def quick_method(frame: LazyFrame, meth: Method) -> str:
+    """The Info line build_method gives, without the frame's field tree."""
+    name_only = _NAME_ONLY.get(meth.code)
+    if name_only is None:
+        name_only = _NAME_ONLY[meth.code] = not meth.info and all(f.name != "reply_code" for f in meth.layout.fields)
+    if name_only:
+        return meth.name
+    data = frame.data
+    assert data is not None
+    values = INFO_VALUES.get(meth.code)
+    if values is not None:  # lazy method frames of these passed their fast layout check
+        return method_info(meth, values(data))
+    args, _stop = meth.layout.read_fields(memoryview(data), 11, 7 + HDR.unpack_from(data, 0)[2])
+    return method_info(meth, {f.name: f.value for f in args})
 
 
 def method(d: Direction, data: bytes, ch: int, size: int, offset: int,
@@ -204,6 +224,7 @@ def content_header(d: Direction, data: bytes, ch: int, size: int, offset: int, f
         return Frame(d, offset, len(data), "ContentHeader", 2, "ContentHeader (truncated)", fields, findings), None
     class_id, weight, body_size = CH_HEAD.unpack_from(data, 7)
     TableNotes.reset()
+    build = build_header
     try:
         content_type, problems, stop = scan_properties(data, 19, end)
         if stop < end:
@@ -211,8 +232,9 @@ def content_header(d: Direction, data: bytes, ch: int, size: int, offset: int, f
     except DecodeError as exc:
         findings.append(R.FRAMING_TRUNCATED(f"content header properties: {exc}"))
         content_type, problems = "", []
+        build = build_header_undecodable
     table_notes("headers", findings)
-    frame = LazyFrame(d, offset, len(data), "ContentHeader", 2, findings, data, build_header, None)
+    frame = LazyFrame(d, offset, len(data), "ContentHeader", 2, findings, data, build, None)
     return frame, (class_id, weight, body_size, content_type, problems)
 
 
@@ -243,10 +265,46 @@ def build_header(frame: LazyFrame, msg: tuple | None) -> tuple[list[Field], str]
                 content_type = f.value
     except DecodeError as exc:
         fields.append(Field("properties", bytes(data[19:end]), 19, end - 19, f"undecodable: {exc}"))
-    info = f"ContentHeader size={body_size}" + (f" type={content_type}" if content_type else "")
+    info = _header_info(body_size, content_type)
     if msg is not None:
         info += _message(fields, msg)
     return fields, info
+
+
+def _header_info(body_size: int, content_type: str) -> str:
+    return f"ContentHeader size={body_size}" + (f" type={content_type}" if content_type else "")
+
+
+def quick_header(frame: LazyFrame, msg: tuple | None) -> str | None:
+    """The Info line build_header gives, without the field tree; None where only the tree's
+    decoding can tell (continued property flags). Only for headers whose properties decode
+    (every lazy header but those made by ``build_header_undecodable``)."""
+    data = frame.data
+    assert data is not None
+    _t, _ch, size = HDR.unpack_from(data, 0)
+    end = 7 + size
+    body_size = CH_HEAD.unpack_from(data, 7)[2]
+    flags = data[19] << 8 | data[20]
+    if flags & 1:
+        return None
+    content_type = ""
+    if flags & 0x8000:
+        stop = 22 + data[21]
+        if stop > end:
+            return None
+        try:
+            content_type = str(data[22:stop], "utf-8")
+        except UnicodeDecodeError:  # the tree keeps such a value as bytes: no type shown
+            content_type = ""
+    info = _header_info(body_size, content_type)
+    if msg is not None:
+        info += message_info(msg)
+    return info
+
+
+def build_header_undecodable(frame: LazyFrame, msg: tuple | None) -> tuple[list[Field], str]:
+    """build_header for a header whose properties do not decode: no quick Info for it."""
+    return build_header(frame, msg)
 
 
 def build_body(frame: LazyFrame, msg: tuple | None) -> tuple[list[Field], str]:
@@ -262,6 +320,16 @@ def build_body(frame: LazyFrame, msg: tuple | None) -> tuple[list[Field], str]:
     if msg is not None:
         info += _message(fields, msg)
     return fields, info
+
+
+def quick_body(frame: LazyFrame, msg: tuple | None) -> str:
+    """The Info line build_body gives, without the field tree."""
+    data = frame.data
+    assert data is not None
+    info = f"ContentBody len={HDR.unpack_from(data, 0)[2]}"
+    if msg is not None:
+        info += message_info(msg)
+    return info
 
 
 def _is_text(content_type: str, raw: bytes) -> str | None:
@@ -294,12 +362,24 @@ def _message(fields: list[Field], msg: tuple) -> str:
     children = [Field("method", name, -1, 0), Field("body_size", total, -1, 0), Field("body_frames", frames, -1, 0)]
     if text is not None:
         children.append(Field("body", text, -1, 0, f"first {len(raw)} of {total} bytes" if truncated else None))
-        preview = f": {_short(text)!r}" if total else ""
     else:
         children.append(Field("body", raw[:64], -1, 0, f"{total} bytes of binary data"))
-        preview = " (binary)"
     if truncated:
         children.append(Field("body_truncated", True, -1, 0, f"only the first {len(raw)} bytes are kept"))
     fields.append(Field("message", None, -1, 0, f"{name} message, {total} bytes in {frames} body frame(s)",
                         children))
+    return _message_info(name, total, text)
+
+
+def message_info(msg: tuple) -> str:
+    """The Info text _message gives, without the field."""
+    name, total, _frames, raw, content_type = msg
+    return _message_info(name, total, _is_text(content_type, raw))
+
+
+def _message_info(name: str, total: int, text: str | None) -> str:
+    preview = (f": {_short(text)!r}" if total else "") if text is not None else " (binary)"
     return f" [{name} message {total} bytes{preview}]"
+
+
+QUICK_INFO.update({build_method: quick_method, build_header: quick_header, build_body: quick_body})

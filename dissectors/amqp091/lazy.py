@@ -19,10 +19,14 @@ _INFO = Frame.__dict__["info"]
 
 #: builder(frame, ctx) -> (fields, info)
 Builder = Callable[["LazyFrame", Any], tuple[list[Field], str]]
+#: The Info line a builder gives, without its tree (None: only the tree can tell). Registered per
+#: builder by the decoder; a view that prints Info lines alone (the summary) never builds trees.
+#: tests/test_amqp091_quick_info.py proves both give the same line on every frame.
+QUICK_INFO: dict[Builder, Callable[[LazyFrame, Any], str | None]] = {}
 
 
 class LazyFrame(Frame):
-    __slots__ = ("_build", "_ctx", "_extra", "_info_extra")
+    __slots__ = ("_build", "_ctx", "_extra", "_info_extra", "_info_done")
 
     def __init__(self, direction: Direction, offset: int, size: int, command: str, code: int | None,
                  findings: list[Finding], data: bytes, build: Builder, ctx: Any) -> None:
@@ -50,6 +54,7 @@ class LazyFrame(Frame):
         # wire-less fields whose Field object is only made if the tree is ever built.
         self._extra: list[Field | tuple[str, Any, str]] | None = None
         self._info_extra = ""
+        self._info_done = False
 
     def _materialize(self) -> None:
         build = self._build
@@ -58,7 +63,8 @@ class LazyFrame(Frame):
         if self._extra:
             fields.extend(f if type(f) is not tuple else Field(f[0], f[1], -1, 0, f[2]) for f in self._extra)
         _FIELDS.__set__(self, fields)
-        _INFO.__set__(self, info + self._info_extra)
+        if not self._info_done:
+            _INFO.__set__(self, info + self._info_extra)
         self._ctx = None
 
     @property  # type: ignore[override]
@@ -73,8 +79,14 @@ class LazyFrame(Frame):
 
     @property  # type: ignore[override]
     def info(self) -> str:
-        if self._build is not None:
-            self._materialize()
+        if self._build is not None and not self._info_done:
+            quick = QUICK_INFO.get(self._build)
+            text = quick(self, self._ctx) if quick is not None else None
+            if text is None:
+                self._materialize()
+            else:
+                _INFO.__set__(self, text + self._info_extra)
+                self._info_done = True
         return _INFO.__get__(self)
 
     @info.setter
@@ -108,7 +120,7 @@ def add_computed(frame: Frame, name: str, value: Any, display: str) -> None:
 def add_info(frame: Frame, text: str) -> None:
     if not text:
         return
-    if isinstance(frame, LazyFrame) and frame._build is not None:
+    if isinstance(frame, LazyFrame) and frame._build is not None and not frame._info_done:
         frame._info_extra += text
     else:
         frame.info += text

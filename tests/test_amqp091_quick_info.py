@@ -1,0 +1,64 @@
+"""The summary view's Info lines come without field trees (issue 15): a lazy frame answers
+``info`` through the decoder's quick function, and must give exactly the line its tree builder
+gives, on every frame of every bundled capture, mutated variants of them and a busy session."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from analyzer.api import Frame
+from dissectors.amqp091 import Amqp091Dissector
+from dissectors.amqp091.lazy import QUICK_INFO, LazyFrame
+from tests.replay import Recorded
+from tests.test_amqp091_hotpath import ALL, busy_session, mutate, recordings
+
+DISSECTORS = (Amqp091Dissector(), Amqp091Dissector(hot=False))
+
+
+def infos(rec: Recorded, first: str) -> tuple[list[str], int]:
+    """Every frame's Info line, reading ``first`` ("info" or "fields") before the other; and how
+    many lazy frames had a quick Info function."""
+    lines: list[str] = []
+    quick = 0
+    for dissector in DISSECTORS:
+        conn = dissector.connection(rec.midstream)
+        for name, args in rec.calls:
+            for ev in getattr(conn, name)(*args) or ():
+                if not isinstance(ev, Frame):
+                    continue
+                if isinstance(ev, LazyFrame) and ev._build is not None:
+                    quick += ev._build in QUICK_INFO
+                if first == "fields":
+                    _ = ev.fields
+                lines.append(ev.info)
+                if first == "info":
+                    assert ev.fields is not None  # the tree still builds after a quick Info
+                    lines.append(ev.info)  # and the Info line stays the one first given
+    return lines, quick
+
+
+def check(rec: Recorded) -> int:
+    quick_lines, quick = infos(rec, "info")
+    tree_lines, _ = infos(rec, "fields")
+    assert quick_lines[::2] == tree_lines
+    assert quick_lines[1::2] == tree_lines
+    return quick
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_quick_info_is_the_tree_info_on_every_capture(name: str) -> None:
+    rng = random.Random(f"quick-{name}")
+    for rec in recordings(name):
+        check(rec)
+        for i in range(20):
+            check(mutate(rec, rng, 1 + i % 6))
+
+
+def test_quick_info_on_a_busy_session() -> None:
+    rec = busy_session()
+    assert check(rec) > 300  # the quick path really ran
+    rng = random.Random("quick-busy")
+    for i in range(100):
+        check(mutate(rec, rng, 1 + i % 4))
