@@ -239,14 +239,24 @@ class SummaryRenderer:
         self.clock.t0 = value
 
     def frame(self, fr: Frame, links: Links | None = None) -> None:
-        file: list[Part] = [(f"{fr.file} ", "dim")] if fr.file is not None else []
-        link: list[Part] = []
-        if links is not None:
-            link = [(f"  [{'; '.join(link_texts(links))}]", "cyan")]
-        self.out.line(*file, (f"{fr.packets[1]:>7} ", None), (f"{self.clock(fr.ts):>11} ", "dim"),
-                      (endpoints(fr, self.out.arrows) + " ", None),
-                      (f"{fr.protocol:<16}", "magenta"), (f"{fr.size:>7} ", "dim"),
-                      (clip(fr.info or fr.command, TEXT_LIMIT), None), *link)
+        out = self.out
+        if out.console is None:
+            # Plain text (a pipe or file, the bulk case): the same line as below, written at once.
+            text = (f"{fr.file} " if fr.file is not None else "") + (
+                f"{fr.packets[1]:>7} {self.clock(fr.ts):>11} {endpoints(fr, out.arrows)} {fr.protocol:<16}"
+                f"{fr.size:>7} {clip(fr.info or fr.command, TEXT_LIMIT)}")
+            if links is not None:
+                text += f"  [{'; '.join(link_texts(links))}]"
+            out.stream.write(safe(text) + "\n")
+        else:
+            file: list[Part] = [(f"{fr.file} ", "dim")] if fr.file is not None else []
+            link: list[Part] = []
+            if links is not None:
+                link = [(f"  [{'; '.join(link_texts(links))}]", "cyan")]
+            out.line(*file, (f"{fr.packets[1]:>7} ", None), (f"{self.clock(fr.ts):>11} ", "dim"),
+                     (endpoints(fr, out.arrows) + " ", None),
+                     (f"{fr.protocol:<16}", "magenta"), (f"{fr.size:>7} ", "dim"),
+                     (clip(fr.info or fr.command, TEXT_LIMIT), None), *link)
         # Each finding under its frame, as the tree shows them: the id and what is wrong.
         for f in fr.findings:
             self.out.line((f"{'':>9}", None), (f"[{SEVERITY_MARK[f.severity]}] {f.severity}: ", SEVERITY_STYLE[f.severity]),
