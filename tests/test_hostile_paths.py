@@ -193,3 +193,35 @@ def test_resync_over_a_long_junk_run_in_small_segments_is_linear() -> None:
         total += 100
         list(q.cut(lambda b, p: -1, resync))
     assert scanned < 10 * total  # every segment scanning all 200,000 bytes: 20,000,000
+
+
+def test_amqp_close_ok_flood_over_many_confirming_channels_is_linear(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each connection.close-ok forgets the unconfirmed publishes of every channel: repeated, it must
+    not visit every channel again (2,000 channels x 2,000 close-oks = 4,000,000 clears before)."""
+    from dissectors.amqp091 import tracking
+
+    clears = Visits()
+    real = tracking.Ranges.clear
+
+    def counting(self: tracking.Ranges) -> None:
+        clears.n += 1
+        real(self)
+
+    monkeypatch.setattr(tracking.Ranges, "clear", counting)
+    n = 2000
+    conv = TcpConversation(server=("10.0.0.2", 5672))
+    conv.handshake()
+    s = amqp.Script().handshake()
+    for ch in range(1, n + 1):
+        s.open_channel(ch)
+        s.c(amqp.method("Confirm.Select", ch)).s(amqp.method("Confirm.SelectOk", ch))
+    s.c(amqp.message(1, b"never confirmed", {}, exchange="x", routing_key="r"))
+    for d, data, _ts in s.steps:
+        conv.send(str(d), data)
+    conv.send("s2c", amqp.method("Connection.Close", 0, reply_code=200, reply_text="bye", class_id=0, method_id=0))
+    conv.send("c2s", b"".join(amqp.method("Connection.CloseOk", 0) for _ in range(n)), mss=60_000)
+    events = list(Analyzer(load_dissectors()).run(packets_of([conv])))
+    findings = [e for e in events if isinstance(e, Finding)]
+    assert not any(f.id == "engine.dissector_error" for f in findings)
+    assert not any(f.id == "amqp091.confirm.unconfirmed" for f in findings)  # cleared by the close-ok
+    assert clears.n < 3 * n

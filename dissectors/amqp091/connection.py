@@ -66,7 +66,7 @@ class Amqp091Connection(BaseConnection):
     # a few hundred MB, so an established connection's state is kept to about a kilobyte.
     __slots__ = ("midstream", "hot", "limits", "dialect", "foreign", "ts", "side_c2s", "side_s2c", "hs", "closed",
                  "tuned", "frame_max", "channel_max", "heartbeat", "server_tune", "mechanisms", "frame_min", "limit",
-                 "chans", "tracks", "content_c2s", "content_s2c", "corr", "silence", "over", "_quiet")
+                 "chans", "tracks", "content_c2s", "content_s2c", "corr", "silence", "over", "unconfirmed_cleared", "_quiet")
     TRANSIENT = ("_quiet",)
 
     def __init__(self, midstream: bool = False, hot: bool = True, limits: dict[str, int] | None = None) -> None:
@@ -107,6 +107,9 @@ class Amqp091Connection(BaseConnection):
         #: the connection closes.
         self.silence: Silence | None = None
         self.over: tuple[str, ...] = ()  # limits already reported
+        #: No channel has an unconfirmed publish since the last connection.close-ok cleared them all:
+        #: a peer repeating close-ok (hostile) must not make each one visit every channel again.
+        self.unconfirmed_cleared = False
         self._rebuild()
 
     def _rebuild(self) -> None:
@@ -495,8 +498,10 @@ class Amqp091Connection(BaseConnection):
                     # (RabbitMQ does on a refused login), and confirms nothing more. Its close going
                     # unanswered and the publishes left unconfirmed are that same event, reported once.
                     quiet = True
-                    for tr in (self.tracks or {}).values():
-                        tr.unconfirmed.clear()
+                    if not self.unconfirmed_cleared:
+                        for tr in (self.tracks or {}).values():
+                            tr.unconfirmed.clear()
+                        self.unconfirmed_cleared = True
             self._request(d, 0, meth, values, frame, quiet)
             return
         if code == M.CONNECTION_CLOSE_OK:
@@ -509,8 +514,10 @@ class Amqp091Connection(BaseConnection):
             # The connection is gone: only a close of this side crossing the peer's still waits.
             self.corr.drop(o, lambda _k, _e: False)
             self.corr.retain(d, 0, "Connection.Close")
-            for tr in (self.tracks or {}).values():
-                tr.unconfirmed.clear()
+            if not self.unconfirmed_cleared:
+                for tr in (self.tracks or {}).values():
+                    tr.unconfirmed.clear()
+                self.unconfirmed_cleared = True
             self._silence().stopped = True
             return
         if d in self.closed:

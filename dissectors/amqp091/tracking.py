@@ -189,6 +189,8 @@ def _add_bounded(conn: Amqp091Connection, frame: Frame, tr: Tracking, rs: Ranges
     unless that table was given up; past the ranges limit, give it up with one finding."""
     if table in tr.untracked:
         return
+    # Every publish after a clear comes this way (its ranges are empty): the next close-ok clears again.
+    conn.unconfirmed_cleared = False
     if len(rs.r) >= 2 * conn.limits["ranges"] and value not in rs:
         conn.over_limit(frame, "ranges", f"{where}: more than {conn.limits['ranges']} ranges of {what} are no "
                                          f"longer checked")
