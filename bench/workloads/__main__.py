@@ -1,0 +1,3 @@
+from bench.workloads.make import main
+
+main()

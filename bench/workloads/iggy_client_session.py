@@ -1,0 +1,55 @@
+"""The iggy_send_poll client session, run inside the apache-iggy 0.7.0 venv (see iggy_send_poll.py).
+
+    /tmp/iggy-venvs/apache_iggy_0.7.0/bin/python bench/workloads/iggy_client_session.py --port P --rounds N
+
+Connects, logs in, creates a stream and a topic (2 partitions), then N rounds of: send a batch of
+10 messages to one partition, poll 10 back from that partition's next offset. Prints one JSON line.
+Imports nothing from the project: it runs in the client's own venv.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+
+import apache_iggy as ig
+
+
+async def maybe(x):
+    return await x if hasattr(x, "__await__") else x
+
+
+async def run(port: int, rounds: int) -> dict:
+    c = ig.IggyClient(f"127.0.0.1:{port}")
+    await maybe(c.connect())
+    await maybe(c.login_user("iggy", "iggy"))
+    await maybe(c.create_stream("bench"))
+    await maybe(c.create_topic("bench", "orders", 2))
+    offsets = [0, 0]
+    sent = polled = 0
+    for r in range(rounds):
+        part = r % 2
+        msgs = [ig.SendMessage(f'{{"order": {r * 10 + i}, "note": "send/poll benchmark"}}') for i in range(10)]
+        await maybe(c.send_messages("bench", "orders", part, msgs))
+        sent += len(msgs)
+        got = await maybe(c.poll_messages("bench", "orders", part, ig.PollingStrategy.Offset(offsets[part]), 10, True))
+        offsets[part] += len(got)
+        polled += len(got)
+    return {"rounds": rounds, "sent": sent, "polled": polled}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--rounds", type=int, required=True)
+    args = ap.parse_args()
+    print(json.dumps(asyncio.run(run(args.port, args.rounds))))
+    sys.stdout.flush()
+    os._exit(0)  # the Rust client's runtime may abort during interpreter teardown (see captures/iggy)
+
+
+if __name__ == "__main__":
+    main()

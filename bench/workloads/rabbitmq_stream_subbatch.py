@@ -1,0 +1,79 @@
+"""RabbitMQ Stream, publish/deliver-heavy traffic with sub-batches (compressed sub-entries).
+
+Real client: rstream against Debian's rabbitmq-server with the stream plugin. A producer publishes
+N sub-entry batches of 20 AMQP 1.0 messages each (three in four gzip-compressed, the rest
+uncompressed sub-entries), with publish confirms; then a consumer subscribes from the first offset
+and receives every message (the broker delivers the sub-batches inside its chunks; rstream grants
+credit chunk by chunk).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from bench.workloads._record import STREAM_PORT, broker, record
+
+SOURCE = "real client: rstream against rabbitmq-server (stream plugin)"
+PORT = STREAM_PORT
+TSHARK = None
+PER_BATCH = 20
+
+
+async def session(batches: int) -> None:
+    from rstream import (
+        AMQPMessage,
+        CompressionType,
+        Consumer,
+        ConsumerOffsetSpecification,
+        OffsetType,
+        Producer,
+    )
+
+    stream = "bench-subbatch"
+    confirmed = 0
+
+    def on_confirm(status) -> None:
+        nonlocal confirmed
+        confirmed += 1
+
+    async with Producer("127.0.0.1", port=STREAM_PORT, username="guest", password="guest") as producer:
+        await producer.create_stream(stream, exists_ok=True)
+        for b in range(batches):
+            msgs = [AMQPMessage(body=f'{{"order": {b * PER_BATCH + i}, "note": "sub-batch entry"}}'.encode(),
+                                application_properties={"batch": b})
+                    for i in range(PER_BATCH)]
+            kind = CompressionType.No if b % 4 == 3 else CompressionType.Gzip
+            await producer.send_sub_entry(stream, msgs, compression_type=kind, on_publish_confirm=on_confirm)
+        for _ in range(200):
+            if confirmed >= batches:
+                break
+            await asyncio.sleep(0.05)
+
+    want = batches * PER_BATCH
+    got = 0
+    done = asyncio.Event()
+
+    async def on_message(msg, ctx) -> None:
+        nonlocal got
+        got += 1
+        if got >= want:
+            done.set()
+
+    async with Consumer("127.0.0.1", port=STREAM_PORT, username="guest", password="guest") as consumer:
+        await consumer.start()
+        await consumer.subscribe(stream, on_message, subscriber_name="bench-reader",
+                                 offset_specification=ConsumerOffsetSpecification(OffsetType.FIRST, None),
+                                 initial_credit=10)
+        try:
+            await asyncio.wait_for(done.wait(), 120)
+        except TimeoutError:
+            pass
+        await consumer.delete_stream(stream)
+    if got < want or confirmed < batches:
+        raise SystemExit(f"rstream: {confirmed} of {batches} sub-batches confirmed, {got} of {want} messages received")
+
+
+def build(out: Path, scale: float = 1.0) -> None:
+    broker()
+    record(out, PORT, lambda: asyncio.run(session(max(100, int(25_000 * scale)))))
