@@ -172,10 +172,23 @@ def _show(value: Any) -> str:
     return str(value)
 
 
-def decode_headers(mv: memoryview, off: int, end: int, typed: bool, label: str,
+def decode_headers(mv: memoryview, off: int, end: int, typed: bool, label: Any,
                    problems: list[tuple[str, str]]) -> list[Field]:
     """The user-header pairs in ``mv[off:end]``; problems are appended, never raised."""
-    out: list[Field] = []
+    return _headers(mv, off, end, typed, label, problems, True)
+
+
+def check_headers(mv: memoryview, off: int, end: int, typed: bool, label: Any,
+                  problems: list[tuple[str, str]]) -> int:
+    """How many entries decode_headers gives, every problem appended the same, without making
+    the Fields (a message's tree is built only when something shows it)."""
+    return len(_headers(mv, off, end, typed, label, problems, False))
+
+
+def _headers(mv: memoryview, off: int, end: int, typed: bool, label: Any, problems: list[tuple[str, str]],
+             build: bool) -> list[Any]:
+    """decode_headers' entries; without ``build``, None in place of each complete pair's Field."""
+    out: list[Any] = []
     j = 0
     while off < end:
         at = off
@@ -188,7 +201,9 @@ def decode_headers(mv: memoryview, off: int, end: int, typed: bool, label: str,
             break
         if typed:
             key_kind = mv[off]
-            kids.append(Field("key_kind", key_kind, off, 1, HEADER_KINDS.get(key_kind, (f"unknown ({key_kind})",))[0]))
+            if build:
+                kids.append(Field("key_kind", key_kind, off, 1,
+                                  HEADER_KINDS.get(key_kind, (f"unknown ({key_kind})",))[0]))
             off += 1
         (klen,) = _U32.unpack_from(mv, off)
         if off + 4 + klen + 5 > end:
@@ -210,12 +225,14 @@ def decode_headers(mv: memoryview, off: int, end: int, typed: bool, label: str,
             problems.append(("value", f"{label}: user header {j} has an empty key"))
         elif klen > 255:
             problems.append(("size", f"{label}: user header {j} key of {klen} bytes (at most 255)"))
-        kids.append(Field("key", key, off, 4 + klen, _show(key)))
+        if build:
+            kids.append(Field("key", key, off, 4 + klen, _show(key)))
         off += 4 + klen
         kind = mv[off]
         (vlen,) = _U32.unpack_from(mv, off + 1)
         kname = HEADER_KINDS.get(kind, (None,))[0]
-        kids.append(Field("kind", kind, off, 1, kname or f"unknown ({kind})"))
+        if build:
+            kids.append(Field("kind", kind, off, 1, kname or f"unknown ({kind})"))
         if off + 5 + vlen > end:
             problems.append(("size", f"{label}: user header {j} ({_show(key)}) value length {vlen} overruns the "
                                      f"headers by {off + 5 + vlen - end} bytes"))
@@ -231,9 +248,13 @@ def decode_headers(mv: memoryview, off: int, end: int, typed: bool, label: str,
             problems.append(("value", f"{label}: user header {j} ({_show(key)}) has an empty value"))
         elif vlen > 255:
             problems.append(("size", f"{label}: user header {j} ({_show(key)}) value of {vlen} bytes (at most 255)"))
-        kids.append(Field("value", value, off + 1, 4 + vlen, _show(value)))
+        if build:
+            kids.append(Field("value", value, off + 1, 4 + vlen, _show(value)))
+            out.append(Field(f"[{j}]", key, at, off + 5 + vlen - at, f"{_show(key)}={_show(value)} ({kname or kind})",
+                             kids))
+        else:
+            out.append(None)
         off += 5 + vlen
-        out.append(Field(f"[{j}]", key, at, off - at, f"{_show(key)}={_show(value)} ({kname or kind})", kids))
         j += 1
     return out
 
@@ -326,7 +347,7 @@ class MessageField(Field):
     __slots__ = ("_raw", "_dialect", "_base", "_ck", "_plen", "_headers")
 
     def __init__(self, name: str, value: int, offset: int, size: int, display: str, raw: bytes, dialect: str,
-                 base: tuple[int, int] | None, ck: str | None, plen: int, headers: list[Field]) -> None:
+                 base: tuple[int, int] | None, ck: str | None, plen: int, headers: list[Field] | int) -> None:
         """``ck``: what to show for the checksum (None: a legacy message as sent, which has none)."""
         self.name, self.value, self.offset, self.size, self.display = name, value, offset, size, display
         self.is_list = False
@@ -358,7 +379,10 @@ class MessageField(Field):
         plen = self._plen
         kids.append(Field("payload", self._raw[p:p + plen], p, plen))
         hsize = off + self.size - p - plen
-        kids.append(Field("headers", len(self._headers), p + plen, hsize, None, self._headers, True))
+        headers = self._headers
+        if isinstance(headers, int):  # counted when checked; the pairs are made now
+            headers = decode_headers(memoryview(self._raw), p + plen, off + self.size, _typed_keys(d), "", [])
+        kids.append(Field("headers", len(headers), p + plen, hsize, None, headers, True))
         return kids
 
     def _build_legacy(self) -> list[Field]:
@@ -435,8 +459,8 @@ def _frame(w: _Walk, i: int, off: int, end: int, base: tuple[int, int] | None = 
             w.problems.append(("checksum", f"{label}: checksum {stored:#x} does not verify (computed {computed:#x})"))
     else:
         ck = "set by the server"
-    headers = decode_headers(mv, p + plen, stop, _typed_keys(d), str(label), w.problems) if hlen else []
-    text = f"{plen} bytes" + (f", {len(headers)} headers" if headers else "")
+    headers = check_headers(mv, p + plen, stop, _typed_keys(d), label, w.problems) if hlen else 0
+    text = f"{plen} bytes" + (f", {headers} headers" if headers else "")
     if w.polled:
         text = f"offset {moff}, {text}"
     return MessageField(f"[{i}]", mid, off, stop - off, text, w.raw, d, base, ck, plen, headers), stop
