@@ -65,6 +65,21 @@ def build(path: str, packets: int) -> int:
     return write_capture(path, convs)
 
 
+def engine_runs(path: str, runs: int = 3) -> tuple[int, list[float]]:
+    """The engine alone (reading, link/IP/TCP, reassembly; no dissector) over ``path``, ``runs`` times:
+    the packet count and each run's seconds (bench/vs_tshark.py imports this)."""
+    times = []
+    packets = 0
+    for _ in range(runs):
+        t = time.perf_counter()
+        a = Analyzer(dissectors={})
+        for _ in a.run(read_packets(path)):
+            pass
+        times.append(time.perf_counter() - t)
+        packets = a.packets
+    return packets, times
+
+
 def timed(cmd: list[str]) -> float:
     t = time.perf_counter()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -86,16 +101,10 @@ def main() -> None:
         x += i
     print(f"machine calibration: a 10M-iteration Python loop takes {time.perf_counter() - t:.2f}s")
 
-    runs = []
-    for _ in range(3):  # shared machines are noisy: the best of three is the engine's own speed
-        t = time.perf_counter()
-        a = Analyzer(dissectors={})
-        for _ in a.run(read_packets(args.out)):
-            pass
-        runs.append(time.perf_counter() - t)
-    engine_s = min(runs)
-    print(f"engine (read + decode + reassembly): {a.packets} packets in {engine_s:.2f}s = "
-          f"{a.packets / engine_s:,.0f} packets/s (best of 3; runs {', '.join(f'{r:.2f}' for r in runs)} s)")
+    packets, runs = engine_runs(args.out)
+    engine_s = min(runs)  # shared machines are noisy: the best of three is the engine's own speed
+    print(f"engine (read + decode + reassembly): {packets} packets in {engine_s:.2f}s = "
+          f"{packets / engine_s:,.0f} packets/s (best of 3; runs {', '.join(f'{r:.2f}' for r in runs)} s)")
 
     sp = shutil.which("streamproto")
     sp_cmd = [sp] if sp else [sys.executable, "-m", "analyzer"]
