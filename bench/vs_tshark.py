@@ -22,7 +22,7 @@ gets ``-d tcp.port==PORT,NAME`` where it has a dissector; tshark 4.0 has none fo
 Iggy or AMQP/Fast, so there it dissects only down to TCP: those ratios compare against less work.
 
 Usage: python bench/vs_tshark.py [NAME ...] [--runs N] [--src DIR] [--json] [--markdown]
-                                 [--big] [--big-workload NAME] [--work DIR]
+                                 [--big | --big-only] [--big-workload NAME] [--work DIR]
 """
 
 from __future__ import annotations
@@ -318,8 +318,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--markdown", action="store_true", help="also print README-ready tables")
     ap.add_argument("--big", action="store_true", help="(g): every format's peak RSS on a >= 1 GB capture (slow)")
     ap.add_argument("--big-workload", default="amqp091_ack_multiple", help="the workload repeated for --big")
+    ap.add_argument("--big-only", action="store_true", help="--big without the paired runs")
     args = ap.parse_args(argv)
-    names = args.names or list(workloads.NAMES)
+    names = [] if args.big_only else args.names or list(workloads.NAMES)
+    args.big = args.big or args.big_only
     for n in names:
         workloads.module(n)
     src = args.src.resolve()
