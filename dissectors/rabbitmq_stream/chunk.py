@@ -166,11 +166,13 @@ class ChunkProblem:
 
 
 def decode_entries(buf: bytes, pos: int, end: int, base: int, n_entries: int, first_offset: int | None,
-                   problems: ChunkProblem, draft: bool = False, first_index: int = 0) -> tuple[list[Field], int, int]:
+                   problems: ChunkProblem, draft: bool = False, first_index: int = 0,
+                   build: bool = True) -> tuple[list[Field], int, int]:
     """Entries in ``buf[pos:end]``; returns (entry fields, records seen, end position).
 
     ``base`` turns buffer positions into frame-relative offsets (frame start = ``-base``).
     Records get offsets ``first_offset + i`` when ``first_offset`` is known (Deliver).
+    Without ``build`` (scan_entries) the same checks run and no Field is made (none returned).
     """
     out: list[Field] = []
     append = out.append
@@ -210,18 +212,19 @@ def decode_entries(buf: bytes, pos: int, end: int, base: int, n_entries: int, fi
                                    f"{body + dlen - end} bytes")
             break
         comp = (flags >> 4) & 7
-        f_off = pos - base
-        kids = [
-            Field("compression", comp, f_off, 1, COMPRESSION[comp]),
-            Field("record_count", count, f_off + 1, 2),
-        ]
-        if ulen is not None:
-            kids.append(Field("uncompressed_length", ulen, f_off + 3, 4))
-        kids.append(Field("data_length", dlen, f_off + sub.size - 4, 4))
         records, got = _sub_batch_records(buf, body, dlen, comp, count, ulen, base, first_offset, rec, problems,
-                                          i - 1)
-        kids.append(Field("records", got, body - base, dlen, None, records, True))
-        append(Field("sub_batch", count, f_off, sub.size + dlen, f"{count} records, {COMPRESSION[comp]}", kids))
+                                          i - 1, build)
+        if build:
+            f_off = pos - base
+            kids = [
+                Field("compression", comp, f_off, 1, COMPRESSION[comp]),
+                Field("record_count", count, f_off + 1, 2),
+            ]
+            if ulen is not None:
+                kids.append(Field("uncompressed_length", ulen, f_off + 3, 4))
+            kids.append(Field("data_length", dlen, f_off + sub.size - 4, 4))
+            kids.append(Field("records", got, body - base, dlen, None, records, True))
+            append(Field("sub_batch", count, f_off, sub.size + dlen, f"{count} records, {COMPRESSION[comp]}", kids))
         rec += count
         pos = body + dlen
     return out, rec, pos
@@ -238,8 +241,8 @@ def scan_entries(buf: bytes, pos: int, end: int, n_entries: int, first_offset: i
     i = rec = 0
     while pos < end and i < n_entries:
         if buf[pos] & 0x80:
-            entries, r, new = decode_entries(buf, pos, end, 0, 1, first_offset + rec, problems, draft, i)
-            if not entries:
+            _none, r, new = decode_entries(buf, pos, end, 0, 1, first_offset + rec, problems, draft, i, build=False)
+            if new == pos:  # the sub-batch's header or data did not fit (said in problems)
                 break
             i += 1
             rec += r
@@ -260,7 +263,7 @@ def scan_entries(buf: bytes, pos: int, end: int, n_entries: int, first_offset: i
 
 def _sub_batch_records(buf: bytes, body: int, dlen: int, comp: int, count: int, ulen: int | None, base: int,
                        first_offset: int | None, rec: int, problems: ChunkProblem,
-                       entry: int) -> tuple[list[Field], int]:
+                       entry: int, build: bool = True) -> tuple[list[Field], int]:
     if comp == 0:
         data, dbase, start, stop = buf, -base, body, body + dlen
     else:
@@ -277,6 +280,7 @@ def _sub_batch_records(buf: bytes, body: int, dlen: int, comp: int, count: int, 
     out: list[Field] = []
     pos = start
     wire = dbase >= 0
+    got = 0
     for k in range(count):
         if pos + 4 > stop:
             problems.errors.append(f"entry {entry}: sub-batch holds {k} of its {count} records")
@@ -285,14 +289,16 @@ def _sub_batch_records(buf: bytes, body: int, dlen: int, comp: int, count: int, 
         if n & 0x80000000 or pos + 4 + n > stop:
             problems.errors.append(f"entry {entry}: sub-batch record {k} length {n} overruns the sub-batch")
             break
-        off = None if first_offset is None else first_offset + rec + k
-        out.append(RecordField("record", off, pos + dbase if wire else -1, 4 + n if wire else 0, data, pos + 4, n,
-                               dbase))
+        if build:
+            off = None if first_offset is None else first_offset + rec + k
+            out.append(RecordField("record", off, pos + dbase if wire else -1, 4 + n if wire else 0, data, pos + 4,
+                                   n, dbase))
         pos += 4 + n
+        got += 1
     else:
         if pos != stop:
             problems.errors.append(f"entry {entry}: {stop - pos} bytes after the sub-batch's {count} records")
-    return out, len(out)
+    return out, got
 
 
 def _inflate(dec: Callable[[bytes, int], bytes], payload: bytes, comp: int, ulen: int | None,
