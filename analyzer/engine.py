@@ -488,7 +488,13 @@ class Analyzer:
                 old.packets += 1  # a straggler (last ACK, late retransmission) of a closed one
                 old.last_ts = ts
                 return
-            conv = self._open(seg, ts)
+            if (old is not None and syn_only and not old.bytes_c2s and not old.bytes_s2c
+                    and self.max_finished_rows is None and self.flow(old.id) is old):
+                # Another attempt after one that carried nothing (a SYN refused by a RST, again and
+                # again: a scan or a client retrying a closed port): the same row counts them all.
+                conv = self._open(seg, ts, old)
+            else:
+                conv = self._open(seg, ts)
         info = conv.info
         direction = _C2S if (seg.src, seg.sport) == info.client else _S2C
         info.packets += 1
@@ -515,14 +521,20 @@ class Analyzer:
             info.complete = not conv.midstream
             yield from self._close(conv, ts)
 
-    def _open(self, seg: TcpSegment, ts: float) -> Conversation:
+    def _open(self, seg: TcpSegment, ts: float, again: FlowInfo | None = None) -> Conversation:
+        """A new conversation; ``again``: the finished row of an empty one on this 4-tuple that
+        this attempt continues (no new row)."""
         midstream = not seg.flags & SYN
-        client, server = roles((seg.src, seg.sport), (seg.dst, seg.dport), seg.flags, self._port_proto)
-        info = FlowInfo(self._next_flow, client, server, ts, ts)
-        self._add_row(info)
+        if again is None:
+            client, server = roles((seg.src, seg.sport), (seg.dst, seg.dport), seg.flags, self._port_proto)
+            info = FlowInfo(self._next_flow, client, server, ts, ts)
+            self._add_row(info)
+        else:
+            info = again
+            info.last_ts = ts
         conv = Conversation(info, self.max_buffer, midstream)
         self._live[conv.key] = conv
-        name = self._port_proto(server[1]) or self._port_proto(client[1])
+        name = self._port_proto(info.server_port) or self._port_proto(info.client_port)
         if name:
             self._choose(conv, self.dissectors[name])
         if not self.dissectors and conv.conn is None:

@@ -26,7 +26,8 @@ Cases (sizes at ``--scale 1``):
   (over the decompression limit), declaring 1 KiB but expanding to 64 MiB, and honestly filling the
   frame's budget (20 frames; framed snappy 5 frames of 8 MiB bombs); ``stream-publish-gzip-bombs``:
   20 Publish frames of 16 such lying sub-batches; ``reverse-1m-one-byte-segments``: a million
-  one-byte segments, last first; ``syn-flood-200k-one-4-tuple``: 200,000 SYNs with new ISNs on one
+  one-byte segments, last first; ``syn-rst-200k-one-4-tuple``: 200,000 SYNs each refused by a RST on
+  one 4-tuple; ``syn-flood-200k-one-4-tuple``: 200,000 SYNs with new ISNs on one
   4-tuple; ``amqp-40k-close-ok-vs-40k-close``: 40,000 unexpected connection.close-ok against 40,000
   unanswered connection.close; ``amqp-40k-unexpected-replies``: 40,000 queue.declare-ok on a channel
   that asked nothing, against 40,000 unanswered queue.declare;
@@ -463,6 +464,18 @@ def gen_syn_flood(path: str, scale: float) -> int:
         return out.packets
 
 
+def gen_syn_refused(path: str, scale: float) -> int:
+    """200,000 connection attempts on one 4-tuple, each SYN answered by the server's RST."""
+    n = n_of(200_000, scale)
+    with open(path, "wb") as f:
+        out = FastTcpWriter(f)
+        for i in range(n):
+            isn = (i * 2_654_435_761) % MOD
+            out.packet(client_ip(0), 45001, SERVER_IP, AMQP_PORT, isn, 0, SYN)
+            out.packet(SERVER_IP, AMQP_PORT, client_ip(0), 45001, 0, isn + 1, RST | ACK)
+        return out.packets
+
+
 def gen_close_ok_flood(path: str, scale: float) -> int:
     """After the client's connection.close, the broker sends 40,000 connection.close (requests the
     client never answers) and then 40,000 connection.close-ok that answer nothing."""
@@ -569,6 +582,7 @@ CASES: dict[str, Case] = {c.name: c for c in [
     Case("stream-publish-gzip-bombs", "stream_publish_gzip_bombs.pcap", gen_publish_bomb),
     Case("reverse-1m-one-byte-segments", "reverse_1m_one_byte_segments.pcap", gen_one_byte_segments),
     Case("syn-flood-200k-one-4-tuple", "syn_flood_200k.pcap", gen_syn_flood),
+    Case("syn-rst-200k-one-4-tuple", "syn_rst_200k.pcap", gen_syn_refused),
     Case("amqp-40k-close-ok-vs-40k-close", "amqp_40k_close_ok.pcap", gen_close_ok_flood),
     Case("amqp-40k-unexpected-replies", "amqp_40k_unexpected_replies.pcap", gen_unexpected_replies),
     Case("gz-corrupt-early", "gz_corrupt_early.pcap.gz", lambda p, s: gen_gz(p, s, late=False), True),

@@ -225,3 +225,35 @@ def test_amqp_close_ok_flood_over_many_confirming_channels_is_linear(monkeypatch
     assert not any(f.id == "engine.dissector_error" for f in findings)
     assert not any(f.id == "amqp091.confirm.unconfirmed" for f in findings)  # cleared by the close-ok
     assert clears.n < 3 * n
+
+
+def syn_refused(n: int) -> list[RawPacket]:
+    """``n`` connection attempts on one 4-tuple, each SYN refused by the server's RST."""
+    conv = TcpConversation(server=("10.0.0.2", 5672))
+    segs = []
+    for i in range(n):
+        isn = (i * 2_654_435_761) % (1 << 32)
+        segs.append(Segment(conv.ts + i * 0.002, conv.client, conv.server, isn, 0, SYN))
+        segs.append(Segment(conv.ts + i * 0.002 + 0.001, conv.server, conv.client, 0, isn + 1, RST | ACK))
+    conv.segments = segs
+    return packets_of([conv])
+
+
+def test_syn_refused_again_and_again_on_one_four_tuple_is_one_conversation() -> None:
+    a = Analyzer(load_dissectors())
+    events = list(a.run(syn_refused(3000)))
+    assert len(a.flows) == 1  # one per attempt before: 3,000 rows
+    assert a.flows[0].packets == 6000
+    assert not [e for e in events if isinstance(e, Finding) and e.id == "engine.dissector_error"]
+
+
+def test_a_real_connection_after_refused_attempts_continues_their_row() -> None:
+    refused = syn_refused(1)
+    real = TcpConversation(server=("10.0.0.2", 5672), isn_client=900_000, ts=10.0)
+    real.handshake()
+    real.send("c2s", b"AMQP\x00\x00\x09\x01")
+    a = Analyzer(load_dissectors())
+    frames = [e for e in a.run([*refused, *packets_of([real])]) if isinstance(e, Frame)]
+    # The real one continues the refused attempt's row only while that row carried nothing; a
+    # third attempt after data would be a new conversation (test_port_reuse_after_data...).
+    assert len(a.flows) == 1 and [f.flow for f in frames] == [1]
