@@ -107,7 +107,8 @@ class Row:
 
 
 def conversations(path: Path) -> int:
-    """TCP conversations opened in a classic pcap (Ethernet, IPv4): SYNs without ACK."""
+    """TCP conversations opened in a classic pcap (Ethernet, IPv4): SYNs without ACK (a retransmitted
+    SYN counted once)."""
     seen = set()
     for frame, _ts_off in pcap_records(path):
         ip = frame[14:]
@@ -115,7 +116,7 @@ def conversations(path: Path) -> int:
             continue
         tcp = ip[(ip[0] & 0x0F) * 4:]
         if tcp[13] & 0x12 == 0x02:
-            seen.add((ip[12:16], tcp[0:2]))
+            seen.add((ip[12:16], tcp[0:2], tcp[4:8]))  # the ISN tells a reused client port apart
     return len(seen)
 
 
