@@ -177,6 +177,9 @@ class Frame:
     request: FrameRef | None = field(default=None, compare=False, repr=False)
     #: On a response: capture time from the request's last byte to the response's, in seconds.
     latency: float | None = field(default=None, compare=False, repr=False)
+    #: A request whose response may follow (:meth:`request_anchor`): the views hold it back until
+    #: the response can be named beside it. Other anchored frames are shown at once.
+    awaits: bool = field(default=False, compare=False, repr=False)
     # Filled in by the engine.
     flow: int = 0
     packets: tuple[int, int] = (0, 0)
@@ -197,6 +200,11 @@ class Frame:
         if ref is None:
             ref = self.ref = FrameRef.of(self.direction, self.offset)
         return ref
+
+    def request_anchor(self) -> FrameRef:
+        """:meth:`anchor` for a request a later response will name (its :attr:`request`)."""
+        self.awaits = True
+        return self.anchor()
 
     def get(self, name: str) -> Any:
         """Value of a top-level field by name (None when absent)."""

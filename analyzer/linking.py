@@ -4,9 +4,10 @@
 A response knows its request (:attr:`Frame.request`, set by the dissector that paired them), but a
 request is decoded, and would be printed, before its response exists. The views therefore read the
 events through a bounded delay line (:class:`Linker`) instead of a second pass over the capture
-(a pre-pass would decode everything twice, and stdin cannot be read twice): a frame a later
-finding or response can point at (it has an anchor, :attr:`Frame.ref`) is held back until its
-response arrives, and every event behind it waits too, so the output order stays the capture's.
+(a pre-pass would decode everything twice, and stdin cannot be read twice): a request a later
+response can name (:attr:`Frame.awaits`, set by :meth:`Frame.request_anchor`) is held back until
+its response arrives, and every event behind it waits too, so the output order stays the capture's.
+Frames anchored only for later findings (which name their packet themselves) are not held.
 The wait is bounded both ways: at most ``window`` events are held, and none longer than
 ``horizon`` seconds of capture time; a request released by a bound is shown without its response
 (the response still names its request). Memory stays bounded by the window, whatever the capture.
@@ -66,9 +67,7 @@ class Linker:
                 request = getattr(ev, "request", None)  # frame classes with their own slots may lack it
                 if request is not None:
                     links = self._answer(ev, request)
-                ref = ev.ref
-                if ref is not None:
-                    held = True
+                held = getattr(ev, "awaits", False)
             if not queue and not held:
                 yield ev, links
                 continue

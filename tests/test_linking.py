@@ -17,8 +17,8 @@ ROOT = Path(__file__).parent.parent
 def frame(packet: int, ts: float, anchor: bool = False, answers: Frame | None = None) -> Frame:
     f = Frame(Direction.C2S if answers is None else Direction.S2C, packet * 10, 10, f"cmd{packet}")
     f.packets, f.ts = (packet, packet), ts
-    if anchor:
-        ref = f.anchor()
+    if anchor:  # a request: its response may follow
+        ref = f.request_anchor()
         ref[2] = packet
     if answers is not None:
         f.request = answers.ref
@@ -50,6 +50,18 @@ def test_bounds_release_a_request_without_its_response():
     assert got[0] == (1, None, None) and got[-1] == (8, 1, None)
     # Within both bounds it is linked.
     assert through(Linker(lambda p: (None, p)), [req, *fillers, resp])[0] == (1, None, 8)
+
+
+def test_a_frame_anchored_only_for_findings_is_not_held():
+    """A frame a later finding may point at (anchor, not request_anchor) awaits no response: the
+    events behind it are not held back (a content-bearing method anchored for its content's
+    findings held up to the window's 2,000 events, megabyte bodies among them)."""
+    content = Frame(Direction.C2S, 0, 10, "publish")
+    content.packets, content.ts = (1, 1), 0.0
+    content.anchor()
+    linker = Linker(lambda p: (None, p))
+    gen = linker.link(iter([content, frame(2, 0.1)]))
+    assert next(gen)[0] is content  # given back before the next event is read
 
 
 def test_nothing_held_streams_straight_through():

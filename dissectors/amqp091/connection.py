@@ -435,7 +435,7 @@ class Amqp091Connection(BaseConnection):
                  quiet: bool = False) -> None:
         """A synchronous request: the peer owes the answer, in order on the channel."""
         if meth.responses and not (meth.has_nowait and values.get("nowait")):
-            f = self.corr.request(d, ch, meth.name, frame.anchor(), self.ts, quiet,
+            f = self.corr.request(d, ch, meth.name, frame.request_anchor(), self.ts, quiet,
                                   limit_rule=R.LIMIT_EXCEEDED)
             if f is not None:
                 frame.findings.append(f)

@@ -42,6 +42,7 @@ class LazyFrame(Frame):
         self.ref = None
         self.request = None
         self.latency = None
+        self.awaits = False
         self.flow = 0
         self.packets = (0, 0)
         self.ts = 0.0

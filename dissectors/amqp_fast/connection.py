@@ -518,7 +518,7 @@ class AmqpFastConnection(BaseConnection):
         level = cmd.reply.split()[0].lower()
         scope = 0 if level == "connection" else values.get(f"{level}_id", 0)
         key = (level, scope, values["confirm_tag"])
-        f = self.corr.request(d, key, cmd.name, frame.anchor(), self.ts, duplicate=R.DUPLICATE,
+        f = self.corr.request(d, key, cmd.name, frame.request_anchor(), self.ts, duplicate=R.DUPLICATE,
                               limit_rule=R.LIMIT_EXCEEDED)
         if f is not None:
             frame.findings.append(f)
@@ -552,7 +552,7 @@ class AmqpFastConnection(BaseConnection):
         frame.fields.append(Field("response_time", dt, -1, 0, f"{dt:.6f} s after {entry[0]}"))
 
     def _in_order(self, d: str, key: tuple[str, int], frame: Frame) -> None:
-        f = self.order.request(d, key, frame.command, frame.anchor(), self.ts, limit_rule=R.LIMIT_EXCEEDED)
+        f = self.order.request(d, key, frame.command, frame.request_anchor(), self.ts, limit_rule=R.LIMIT_EXCEEDED)
         if f is not None:
             frame.findings.append(f)
 

@@ -301,7 +301,7 @@ class IggyConnection(Connection):
 
     def _pair_request(self, frame: Frame, cmd: Command | None, ts: float, flags: int) -> None:
         assert self.pairs is not None
-        f = self.pairs.request("c2s", 0, frame.command, frame.anchor(), ts, [cmd.code if cmd else None, flags],
+        f = self.pairs.request("c2s", 0, frame.command, frame.request_anchor(), ts, [cmd.code if cmd else None, flags],
                                limit_rule=R.LIMIT)
         if f is not None:
             frame.findings.append(f)
@@ -457,7 +457,7 @@ class IggyConnection(Connection):
                                                   f"replicated request had {self.replicated})",
                                                   command=frame.command, field="request"))
             self.replicated = max(self.replicated, number)
-        f = self.pairs.request("c2s", number, frame.command, frame.anchor(), ts, [frame.code, _flags(frame), op],
+        f = self.pairs.request("c2s", number, frame.command, frame.request_anchor(), ts, [frame.code, _flags(frame), op],
                                limit_rule=R.LIMIT)
         if f is not None:
             frame.findings.append(f)

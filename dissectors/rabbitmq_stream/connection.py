@@ -312,7 +312,7 @@ class StreamConnection(Connection):
         if not is_resp:
             keep = REMEMBER.get(name)
             extra = values[keep].value if keep is not None and keep in values else None
-            f = self.corr.request(d, corr, name, frame.anchor(), ts, extra,
+            f = self.corr.request(d, corr, name, frame.request_anchor(), ts, extra,
                                   duplicate=R.DUPLICATE_CORR if strict else None, limit_rule=R.LIMIT)
             if f is not None:
                 frame.findings.append(f)
