@@ -15,7 +15,7 @@ ClientVersionInfo, the register reply).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from analyzer.api import Field
@@ -145,19 +145,27 @@ class Command:
     info: tuple[tuple[str, str], ...] = ()
     since: str = ""
 
+    #: dialect -> its layouts, its own first (worked out once from ``layouts``: asked per frame).
+    by_dialect: Mapping[str, tuple[Layout, ...]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        table: dict[str, tuple[Layout, ...]] = {}
+        for ds, layout in self.layouts:
+            for d in ds:
+                table[d] = (*table.get(d, ()), layout)
+        object.__setattr__(self, "by_dialect", table)
+
     def known_in(self, dialect: str) -> bool:
-        return any(dialect in ds for ds, _ in self.layouts)
+        return dialect in self.by_dialect
 
     def layout(self, dialect: str) -> Layout | None:
         """The dialect's own layout (what the encoder writes)."""
-        for ds, layout in self.layouts:
-            if dialect in ds:
-                return layout
-        return None
+        got = self.by_dialect.get(dialect)
+        return got[0] if got else None
 
     def candidates(self, dialect: str) -> tuple[Layout, ...]:
         """Every layout of the dialect, its own first."""
-        return tuple(layout for ds, layout in self.layouts if dialect in ds)
+        return self.by_dialect.get(dialect, ())
 
 
 def _f(name: str, t: WireType, **kw: Any) -> F:

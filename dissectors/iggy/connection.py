@@ -35,6 +35,7 @@ from dissectors.iggy.commands import (
     REGISTER_REPLY,
     REPLICATED,
     RESULTS,
+    SEND_PAYLOAD,
     V_COMMANDS,
     V_EVICTION,
     V_REPLY,
@@ -218,7 +219,7 @@ class IggyConnection(Connection):
             return frame
         (code,) = U32.unpack_from(data, 4)
         cmd = COMMANDS.get(code)
-        if cmd is not None and not any(cmd.known_in(c) for c in self.cands):
+        if cmd is not None and cmd.by_dialect.keys().isdisjoint(self.cands):
             cmd = None
         fields.append(Field("code", code, 4, 4, cmd.name if cmd is not None else "unknown"))
         if cmd is None:
@@ -246,8 +247,7 @@ class IggyConnection(Connection):
         whose layout cannot account for the bytes when another's can."""
         cands = self.cands
         if len(cands) > 1:
-            results = {c: payloads.request(cmd, c, data, start) for c in cands if cmd.known_in(c)}
-            good = [c for c in cands if c in results and results[c].fits()]
+            results, good = self._per_candidate(cmd, cands, data, start)
             if good and len(good) < len(cands):
                 self.cands = cands = good
                 self.evidence = True
@@ -265,6 +265,32 @@ class IggyConnection(Connection):
         self.evidence = True
         self._label()
         return payloads.request(cmd, cands[0], data, start)
+
+    @staticmethod
+    def _per_candidate(cmd: Command, cands: list[str], data: bytes,
+                       start: int) -> tuple[dict[str, payloads.Request], list[str]]:
+        """The request decoded as each candidate that knows it, and the candidates whose layouts
+        account for the bytes exactly. Candidates with the same layouts (most commands are laid out
+        alike in several dialects) share one decode: a capture that never reveals its dialect is
+        not decoded once per candidate."""
+        results: dict[str, payloads.Request] = {}
+        good: list[str] = []
+        seen: dict[Any, tuple[payloads.Request, bool]] = {}
+        by_dialect = cmd.by_dialect
+        for c in cands:
+            layouts = by_dialect.get(c)
+            if layouts is None:
+                continue
+            # SEND_MESSAGES' decoder reads the dialect itself; a Struct's decode does not.
+            key = (c,) if SEND_PAYLOAD in layouts else layouts
+            got = seen.get(key)
+            if got is None:
+                decoded = payloads.request(cmd, c, data, start)
+                got = seen[key] = (decoded, decoded.fits())
+            results[c] = got[0]
+            if got[1]:
+                good.append(c)
+        return results, good
 
     def _label(self) -> None:
         self.dialect = self.cands[0] if self.evidence else None

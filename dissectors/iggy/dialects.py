@@ -85,9 +85,12 @@ def zero_id(fields: list[Field]) -> bool:
     return False
 
 
+_ZERO_BASED = frozenset(d.name for d in DIALECTS.values() if d["first_id"] == 0)
+
+
 def zero_based(candidates: list[str]) -> list[str]:
     """The candidates whose ids start at 0."""
-    return [c for c in candidates if DIALECTS[c]["first_id"] == 0]
+    return [c for c in candidates if c in _ZERO_BASED]
 
 
 def order(candidates: list[str], preferred: str | None) -> list[str]:
