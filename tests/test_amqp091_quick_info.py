@@ -10,7 +10,7 @@ import pytest
 
 from analyzer.api import Frame
 from dissectors.amqp091 import Amqp091Dissector
-from dissectors.amqp091.lazy import QUICK_INFO, LazyFrame
+from dissectors.kit.lazy import QUICK_INFO, LazyFrame
 from tests.replay import Recorded
 from tests.test_amqp091_hotpath import ALL, busy_session, mutate, recordings
 

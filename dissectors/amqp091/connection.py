@@ -26,7 +26,6 @@ from dissectors.amqp091.content import ContentSide
 from dissectors.amqp091.decode import HDR
 from dissectors.amqp091.framing import MIDSTREAM_CAP, PRE_TUNE_CAP, UNLIMITED_CAP, Side
 from dissectors.amqp091.hotpath import cut_segment, hot_piece
-from dissectors.amqp091.lazy import add_computed, add_info
 from dissectors.amqp091.machines import (
     CHANNEL,
     CLOSE,
@@ -44,6 +43,7 @@ from dissectors.amqp091.machines import (
 from dissectors.amqp091.methods import BY_NAME, RESPONSE_CODES, Method
 from dissectors.amqp091.tracking import ACTIONS, Tracking
 from dissectors.kit.correlate import Correlator
+from dissectors.kit.lazy import add_computed, add_info
 from dissectors.kit.state import plain_state
 from dissectors.kit.state import snapshot as kit_snapshot
 from dissectors.kit.timers import Silence

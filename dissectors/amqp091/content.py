@@ -12,7 +12,7 @@ from __future__ import annotations
 from analyzer.api import Finding, FrameRef
 from dissectors.amqp091 import rules as R
 from dissectors.amqp091.decode import BODY_KEEP, complete
-from dissectors.amqp091.lazy import LazyFrame
+from dissectors.kit.lazy import LazyFrame
 from dissectors.kit.sequence import Sequencer
 from dissectors.kit.state import plain_state
 

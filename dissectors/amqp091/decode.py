@@ -20,10 +20,10 @@ from dissectors.amqp091.codes import (
     REPLY_CODES,
 )
 from dissectors.amqp091.fast import FAST, INFO_VALUES
-from dissectors.amqp091.lazy import QUICK_INFO, LazyFrame
 from dissectors.amqp091.methods import CLASSES, LEGACY_CLASSES, METHODS, Method
 from dissectors.amqp091.properties import decode_properties, scan_properties
 from dissectors.amqp091.wire import TableNotes
+from dissectors.kit.lazy import QUICK_INFO, LazyFrame
 from dissectors.schema import DecodeError
 
 HDR = struct.Struct(">BHI")

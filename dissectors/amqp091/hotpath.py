@@ -27,11 +27,11 @@ from dissectors.amqp091.decode import (
 )
 from dissectors.amqp091.fast import FAST
 from dissectors.amqp091.framing import KNOWN_TYPES, Side
-from dissectors.amqp091.lazy import LazyFrame
 from dissectors.amqp091.machines import HS_DONE, OPEN
 from dissectors.amqp091.methods import METHODS, RESPONSE_CODES, Method
 from dissectors.amqp091.properties import clean_content_type
 from dissectors.amqp091.tracking import ACTIONS
+from dissectors.kit.lazy import LazyFrame
 
 if TYPE_CHECKING:
     from dissectors.amqp091.connection import Amqp091Connection

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 from analyzer.api import Frame
 from dissectors.amqp091 import methods as M
 from dissectors.amqp091 import rules as R
-from dissectors.amqp091.lazy import add_computed
 from dissectors.amqp091.methods import Method
+from dissectors.kit.lazy import add_computed
 from dissectors.kit.state import plain_state
 
 if TYPE_CHECKING:

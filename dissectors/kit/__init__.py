@@ -9,6 +9,7 @@
 - :mod:`.rules`: rule families shared across protocols.
 - :mod:`.catalog`: the field catalogue (dotted names, types, descriptions).
 - :mod:`.state`: connection state as plain data, for snapshot and resume.
+- :mod:`.lazy`: frames whose field tree is built when first read (hot paths check without it).
 - :mod:`.script`: driving a connection with a script of (direction, bytes, ts) steps (encoders, tests).
 """
 

@@ -1,10 +1,12 @@
 """Frames whose field tree and Info line are built on first access.
 
-The hot frames of a busy connection (publish, deliver, ack, content header and body) are checked
-eagerly with a few struct reads: every rule runs on every frame. Building their Field trees is most
-of the cost, and a consumer that only wants findings or counts never looks at them, so those are
-built from the frame's bytes when ``fields`` or ``info`` is first read (the renderers and JSON
-output read both, so nothing is lost for them).
+The hot frames of a busy connection (AMQP 0-9-1 publish, deliver, ack, content header and body;
+RabbitMQ Stream Publish, Deliver, PublishConfirm, Credit) are checked eagerly with a few struct
+reads: every rule runs on every frame. Building their Field trees is most of the cost, and a
+consumer that only wants findings or counts never looks at them, so those are built from the
+frame's bytes when ``fields`` or ``info`` is first read (the renderers and JSON output read both,
+so nothing is lost for them). A dissector that already knows the Info line passes it as ``info``:
+then only ``fields`` builds anything.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ _INFO = Frame.__dict__["info"]
 Builder = Callable[["LazyFrame", Any], tuple[list[Field], str]]
 #: The Info line a builder gives, without its tree (None: only the tree can tell). Registered per
 #: builder by the decoder; a view that prints Info lines alone (the summary) never builds trees.
-#: tests/test_amqp091_quick_info.py proves both give the same line on every frame.
+#: For amqp091, tests/test_amqp091_quick_info.py proves both give the same line on every frame.
 QUICK_INFO: dict[Builder, Callable[[LazyFrame, Any], str | None]] = {}
 
 
@@ -29,7 +31,7 @@ class LazyFrame(Frame):
     __slots__ = ("_build", "_ctx", "_extra", "_info_extra", "_info_done")
 
     def __init__(self, direction: Direction, offset: int, size: int, command: str, code: int | None,
-                 findings: list[Finding], data: bytes, build: Builder, ctx: Any) -> None:
+                 findings: list[Finding], data: bytes, build: Builder, ctx: Any, info: str | None = None) -> None:
         # Set the slots directly: the dataclass __init__ would build a default field list first.
         self.direction = direction
         self.offset = offset
@@ -55,7 +57,9 @@ class LazyFrame(Frame):
         # wire-less fields whose Field object is only made if the tree is ever built.
         self._extra: list[Field | tuple[str, Any, str]] | None = None
         self._info_extra = ""
-        self._info_done = False
+        self._info_done = info is not None
+        if info is not None:
+            _INFO.__set__(self, info)
 
     def _materialize(self) -> None:
         build = self._build
