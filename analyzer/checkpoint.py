@@ -49,7 +49,7 @@ def conversation_from_plain(c: dict[str, Any], info: FlowInfo, max_buffer: int) 
     conv.undecided, conv.isn_client = c["undecided"], c["isn_client"]
     conv.timed, conv.deadline = c["timed"], c["deadline"]
     if c["wake_at"] is not None:
-        conv.wake = (c["wake_at"], c["wake_seq"], conv)
+        conv.wake = (c["wake_at"], info.id, c["wake_seq"], conv)
     return conv
 
 

@@ -308,21 +308,40 @@ def inspect(
                                         "summary line (or, for json, the flows)")] = False,
     max_value_size: MaxValueSizeOpt = 1 << 20,
     idle_timeout: IdleOpt = DEFAULT_IDLE_TIMEOUT,
+    jobs: Annotated[int | None, typer.Option("--jobs", "-j", metavar="N", help="Worker processes decoding the "
+                                             "conversations (output as with one); default: the machine's cores for "
+                                             "a capture of 4 MB or more, else 1", show_default=False)] = None,
 ) -> None:
     """Decode every frame of every TCP conversation, with conformance findings.
 
     Frames are printed as they are decoded; a request is printed with the frame of its response
-    ("response in #N (1.234 ms)") when the response follows within 2,000 frames and 10 s of capture
+    ("response in #N (1.234 ms)") when the response follows within 2,000 packets and 10 s of capture
     time.
     """
     paths = _inputs(capture, read)
+    if jobs is not None and jobs < 1:
+        raise fail(f"--jobs must be 1 or more, not {jobs}")
     analyzer = _analyzer(decode_as, idle_timeout, option, dialect)
-    display = Display.from_options(
-        analyzer, capture=paths[0] if len(paths) == 1 else paths, display_filter=display_filter, format=format,
-        tree=tree, flow=flow, protocol=protocol, max_frames=max_frames, hex=hex, time_format=time_format,
-        only_findings=only_findings, quiet=quiet, max_value_size=max_value_size)
+
+    def make_display(analyzer: Analyzer) -> Display:
+        return Display.from_options(
+            analyzer, capture=paths[0] if len(paths) == 1 else paths, display_filter=display_filter, format=format,
+            tree=tree, flow=flow, protocol=protocol, max_frames=max_frames, hex=hex, time_format=time_format,
+            only_findings=only_findings, quiet=quiet, max_value_size=max_value_size)
+
+    # One process where the output depends on what was shown before across conversations (-c
+    # stops after N frames; -t d times each frame from the previous one shown) and for a stream,
+    # which can be read only once.
+    display = make_display(analyzer)
+    if max_frames is None and time_format != "d" and not any(is_stream(p) for p in paths):
+        from analyzer import jobs as parallel
+
+        n = jobs if jobs is not None else parallel.auto_jobs(paths)
+        if n > 1:
+            display.close(parallel.run(n, analyzer, display, paths, make_display, _run))
+            return
     events, error = _run(analyzer, paths)
-    linker = Linker(_locate(analyzer))
+    linker = Linker(_locate(analyzer), position=lambda: analyzer.packets)
 
     def linked() -> Iterator[tuple[Any, Links | None]]:
         yield from linker.link(events)
@@ -360,6 +379,7 @@ class Display:
         code_parts = _code_parts(analyzer)
         self.writer: JsonWriter | None = None
         self.spool: Any = None
+        self._sep = "\n"  # before the JSON document's next frame
         on_frame: Callable[[Frame, Links | None], object]
         on_finding: Callable[[Finding], object]
 
@@ -377,16 +397,14 @@ class Display:
                 # One document, streamed: frames are written as they come (memory stays flat, as with
                 # JSON Lines); the free-standing findings, which the document lists after the frames,
                 # wait in a temporary file meanwhile.
-                spool = self.spool = tempfile.TemporaryFile("w+", encoding="utf-8", errors="surrogateescape")
+                self.spool = tempfile.TemporaryFile("w+", encoding="utf-8", errors="surrogateescape")
                 writer.write('{"capture":' + dumps(capture) + ',\n"frames":[')
-                sep = ["\n"]
 
                 def on_frame(ev: Frame, links: Links | None) -> None:
-                    writer.write(sep[0] + dumps(frame_json(ev, links, code_parts)))
-                    sep[0] = ",\n"
+                    self.put(True, dumps(frame_json(ev, links, code_parts)))
 
                 def on_finding(ev: Finding) -> None:
-                    spool.write(dumps(finding_json(ev)) + "\n")
+                    self.put(False, dumps(finding_json(ev)))
         elif format is Format.summary:
             on_frame, on_finding = summary.frame, summary.finding
         else:
@@ -454,6 +472,23 @@ class Display:
             if not self.quiet:
                 self.on_finding(ev)
         return True
+
+    def put(self, frame: bool, text: str) -> None:
+        """Write what ``on_frame`` (``frame``) or ``on_finding`` made of an event: the text a
+        renderer wrote, or for the JSON document, one frame's or one finding's JSON text (the
+        document's own punctuation is added here). Also how ``--jobs`` writes its workers' text."""
+        writer = self.writer
+        if self.format is Format.json:
+            assert writer is not None
+            if frame:
+                writer.write(self._sep + text)
+                self._sep = ",\n"
+            else:
+                self.spool.write(text + "\n")
+        elif writer is not None:
+            writer.write(text)
+        else:
+            self.out.stream.write(text)
 
     def flush(self) -> None:
         if self.writer is not None:

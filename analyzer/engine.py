@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import struct
+import zlib
 from collections import Counter, OrderedDict, deque
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -53,6 +54,7 @@ from analyzer.packets import (
     SYN,
     LinkDecoder,
     TcpSegment,
+    flow_key,
     reverse_key,
 )
 from analyzer.protocol_choice import SNIFF_LIMIT, SNIFF_THRESHOLD, best_guess, port_table, roles
@@ -102,7 +104,8 @@ class Analyzer:
 
     def __init__(self, dissectors: dict[str, Dissector] | None = None, decode_as: dict[int, str] | None = None,
                  max_buffer: int = 8 * 1024 * 1024, idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
-                 fallback: Dissector | None = None, max_finished_rows: int | None = None) -> None:
+                 fallback: Dissector | None = None, max_finished_rows: int | None = None,
+                 shard: tuple[int, int] | None = None) -> None:
         self.dissectors = dissectors if dissectors is not None else load_dissectors()
         #: Decodes the conversations no dissector claims (`streamproto follow` hands their bytes on
         #: this way); None: they stay undecoded and each gets an ``engine.undecoded`` note.
@@ -152,6 +155,18 @@ class Analyzer:
         self._startup_errors: list[Finding] = []
         self._texts: tuple[Conversation | None, str, str] = (None, "", "")
         self._texts_prev: tuple[Conversation | None, str, str] = (None, "", "")
+        #: (k, n): this analyzer decodes only the conversations of shard k of n (``--jobs``), and
+        #: the capture's own findings only as shard 0. It still follows every conversation far
+        #: enough (SYN, FIN, RST, idle expiry) to number them all as one analyzer would, so that
+        #: n shards' events, merged by :meth:`order_key`, are one analyzer's.
+        self.shard: tuple[int, int] | None = None
+        self._capture_owner = True
+        if shard is not None:
+            self.set_shard(*shard)
+        # What the events being given back come from (see order_key): None for a packet's own
+        # processing, else (phase, a, b) for the wake-ups (0, wake time, conversation id) and the
+        # end of the capture (2, ...).
+        self._waking: tuple[int, float, int] | None = None
         if max_finished_rows is not None:
             self.limit_finished_rows(max_finished_rows)
 
@@ -305,7 +320,7 @@ class Analyzer:
                 seg = decode(pkt)
                 if seg is None:
                     continue
-                if seg.truncated:
+                if seg.truncated and self._capture_owner:
                     self.packets, self.last_ts = count, ts
                     self.truncated_packets += 1
                     file, local = self.locate(number) if self.multi_file else (None, number)
@@ -343,10 +358,13 @@ class Analyzer:
         is given back as a generator, so that however many frames one packet releases they stream
         out one at a time instead of being collected first."""
         conv = side.conv
-        direction = _C2S if conv.c2s is side else _S2C
         info = conv.info
         info.packets += 1
         info.last_ts = ts
+        if conv.foreign:
+            _foreign_bytes(conv, side, payload)
+            return None
+        direction = _C2S if conv.c2s is side else _S2C
         if flags & ACK and ack != side.last_ack:
             other = conv.s2c if direction is _C2S else conv.c2s
             # Usually the other direction's next sequence number: share that int object.
@@ -430,17 +448,23 @@ class Analyzer:
         yield from errors
 
     def finish(self) -> Iterator[Event]:
-        for conv in list(self._live.values()):
+        # In id order (not the order conversations were last re-keyed in): shards agree on it.
+        for conv in sorted(self._live.values(), key=_conv_id):
+            self._waking = (2, 0, conv.info.id)
             yield from self._close(conv, self.last_ts)
+        self._waking = (2, 1, -1)  # the findings' own conversations order them
         yield from self._pop_startup_errors()
+        self._waking = (2, 2, 0)
         if self.linkdec.unknown_linktype:
             if self.packets and self.linkdec.unsupported == self.packets:
                 kinds = ", ".join(str(x) for x in sorted(self.linkdec.unknown_linktype))
                 raise NoDecodableLinkType(f"unsupported link type {kinds}")
-            f = UNKNOWN_LINKTYPE(f"{self.linkdec.unsupported} packets of link type(s) "
-                                 f"{sorted(self.linkdec.unknown_linktype)} were skipped")
-            self.capture_findings[f.severity] += 1
-            yield f
+            if self._capture_owner:
+                f = UNKNOWN_LINKTYPE(f"{self.linkdec.unsupported} packets of link type(s) "
+                                     f"{sorted(self.linkdec.unknown_linktype)} were skipped")
+                self.capture_findings[f.severity] += 1
+                yield f
+        self._waking = None
 
     # ------------------------------------------------------------------- time
     def _timers(self, now: float) -> Iterator[Event]:
@@ -448,6 +472,7 @@ class Analyzer:
         wakeups = self._wakeups
         idle = self.idle_timeout
         for conv in wakeups.due(now):
+            self._waking = (0, wakeups.woke_at, conv.info.id)
             if idle is not None and conv.info.last_ts + idle <= now:
                 yield from self._close(conv, now, expired=True)
                 continue
@@ -459,6 +484,7 @@ class Analyzer:
                     # or this loop would pop the same entry for ever.
                     conv.deadline = math.nextafter(now, math.inf)
             wakeups.schedule(conv, idle)
+        self._waking = None
 
     def _tick(self, conv: Conversation, now: float) -> list[Event]:
         conn = conv.conn
@@ -500,6 +526,9 @@ class Analyzer:
         info.packets += 1
         info.last_ts = ts
         side = conv.side(direction)
+        if conv.foreign:
+            yield from self._foreign_segment(conv, direction, side, seg, ts)
+            return
         events: list[Data | Gap | Note] = []
         if seg.flags & SYN:
             side.syn(seg.seq)
@@ -521,6 +550,80 @@ class Analyzer:
             info.complete = not conv.midstream
             yield from self._close(conv, ts)
 
+    def _foreign_segment(self, conv: Conversation, direction: Direction, side: Side, seg: TcpSegment,
+                         ts: float) -> Iterator[Event]:
+        """:meth:`_segment` for another shard's conversation: what decides when it ends, and
+        whether it carried bytes (a new SYN on its 4-tuple then starts a new one), nothing more."""
+        if seg.flags & SYN:
+            side.syn(seg.seq)
+            if direction is _C2S:
+                conv.isn_client = seg.seq
+        _foreign_bytes(conv, side, seg.payload)
+        if seg.flags & FIN:
+            side.fin = True
+        if seg.flags & RST or (side.fin and conv.side(direction.other).fin):
+            conv.info.complete = not conv.midstream
+            yield from self._close(conv, ts)
+
+    def set_shard(self, k: int, n: int) -> None:
+        """Decode only shard ``k`` of ``n`` from now on (see ``shard``); on a fresh analyzer."""
+        if not 0 <= k < n:
+            raise ValueError(f"shard {k} of {n} does not exist")
+        if self.packets or self._next_flow > 1:
+            raise ValueError("set_shard needs a fresh analyzer")
+        self.shard = (k, n)
+        self._capture_owner = k == 0
+
+    def shard_state(self) -> dict[str, Any]:
+        """What this shard knows that the merged totals need: its own conversations' rows, the
+        capture's counters (the same in every shard), and the capture's findings (shard 0's)."""
+        return {"rows": [f.to_plain() for f in self.flows if self.owns(flow_key(f.client, f.server))],
+                "conversations": self.conversations, "packets": self.packets, "first_ts": self.first_ts,
+                "last_ts": self.last_ts, "truncated_packets": self.truncated_packets,
+                "capture_findings": dict(self.capture_findings) if self._capture_owner else None,
+                "multi_file": self.multi_file, "files": self._capture_files.to_plain()}
+
+    def adopt_shards(self, states: Sequence[dict[str, Any]]) -> None:
+        """Take the totals of shard analyzers that ran over the whole capture (their
+        :meth:`shard_state`), as if this analyzer had run it: every conversation's row from the
+        shard that decoded it."""
+        if self.packets or self._next_flow > 1:
+            raise ValueError("adopt_shards needs a fresh analyzer")
+        rows = sorted((FlowInfo.from_plain(r) for st in states for r in st["rows"]), key=lambda f: f.id)
+        for info in rows:
+            self._add_row(info)
+        first = states[0]
+        self._next_flow = first["conversations"] + 1
+        self.packets, self.first_ts, self.last_ts = first["packets"], first["first_ts"], first["last_ts"]
+        self.truncated_packets = first["truncated_packets"]
+        self.multi_file = first["multi_file"]
+        self._capture_files.load(first["files"])
+        for st in states:
+            if st["capture_findings"] is not None:
+                self.capture_findings = dict(st["capture_findings"])
+
+    def owns(self, key: bytes) -> bool:
+        """Whether this analyzer decodes the conversation of this flow key (either direction's)."""
+        shard = self.shard
+        return shard is None or self.shard_of(key) == shard[0]
+
+    def shard_of(self, key: bytes) -> int:
+        """The shard that decodes the conversation of this flow key (either direction's)."""
+        assert self.shard is not None
+        rkey = reverse_key(key)
+        return zlib.crc32(min(key, rkey)) % self.shard[1]
+
+    def order_key(self, ev: Event) -> tuple:
+        """Where an event just given back by :meth:`run` stands in the order one analyzer of the
+        whole capture gives events in: shards' events merged by this key are that analyzer's
+        (each shard's own events come in increasing keys; a running count breaks the ties)."""
+        waking = self._waking
+        if waking is not None:
+            if waking[2] < 0:
+                return (self.packets, waking[0], waking[1], ev.flow or 0)
+            return (self.packets, *waking)
+        return (self.packets, 1, 0 if ev.flow is None else 1, 0)
+
     def _open(self, seg: TcpSegment, ts: float, again: FlowInfo | None = None) -> Conversation:
         """A new conversation; ``again``: the finished row of an empty one on this 4-tuple that
         this attempt continues (no new row)."""
@@ -534,6 +637,12 @@ class Analyzer:
             info.last_ts = ts
         conv = Conversation(info, self.max_buffer, midstream)
         self._live[conv.key] = conv
+        if self.shard is not None and not self.owns(conv.key):
+            conv.foreign = True
+            conv.undecided = False
+            self._index(conv)
+            self._wakeups.schedule(conv, self.idle_timeout)
+            return conv
         name = self._port_proto(info.server_port) or self._port_proto(info.client_port)
         if name:
             self._choose(conv, self.dissectors[name])
@@ -814,6 +923,9 @@ class Analyzer:
         conv.closed = True
         self._wakeups.cancel(conv)
         self._unindex(conv)
+        if conv.foreign:
+            self._forget(conv, expired)
+            return
         for direction, side in conv.sides.items():
             events = side.flush(ts)
             if events:
@@ -838,6 +950,10 @@ class Analyzer:
                 conv.info.dialect = conv.conn.dialect
         elif conv.info.protocol is None and (conv.info.bytes_c2s or conv.info.bytes_s2c):
             yield self._account(conv, _undecoded(conv.info))
+        self._forget(conv, expired)
+
+    def _forget(self, conv: Conversation, expired: bool) -> None:
+        """The rest of :meth:`_close`: the finished conversation's state goes, its row stays."""
         if self._live.get(conv.key) is conv:
             del self._live[conv.key]
         if not expired:
@@ -952,6 +1068,21 @@ class Analyzer:
         self._wakeups.restore(restored, state["seq"])
         self._capture_files.load(state["files"])
         self.multi_file = state["multi_file"]
+
+
+def _conv_id(conv: Conversation) -> int:
+    return conv.info.id
+
+
+def _foreign_bytes(conv: Conversation, side: Side, payload: bytes) -> None:
+    """Count another shard's conversation's bytes as they come (no reassembly: retransmissions
+    count twice): what matters here is whether it carried any, which decides whether a new SYN
+    on its 4-tuple starts a new conversation (:meth:`Conversation.reopened_by`)."""
+    if payload:
+        if side is conv.c2s:
+            conv.info.bytes_c2s += len(payload)
+        else:
+            conv.info.bytes_s2c += len(payload)
 
 
 def _dissector_crash(conv: Conversation, exc: Exception) -> Finding:

@@ -289,7 +289,7 @@ class Conversation:
     """An open conversation: both directions, its dissector once chosen, and its wake-up entry."""
 
     __slots__ = ("info", "key", "c2s", "s2c", "dissector", "conn", "pending", "undecided", "midstream", "closed",
-                 "isn_client", "timed", "deadline", "wake")
+                 "isn_client", "timed", "deadline", "wake", "foreign")
 
     def __init__(self, info: FlowInfo, max_buffer: int, midstream: bool) -> None:
         self.info = info
@@ -307,9 +307,12 @@ class Conversation:
         self.isn_client: int | None = None
         self.timed = False  # the dissector's connection has deadlines (overrides Connection.deadline)
         self.deadline: float | None = None  # its last answer
-        # This conversation's valid wake-up heap entry, (time, sequence number, self): any other
-        # entry for it is stale. None while it has none.
-        self.wake: tuple[float, int, Conversation] | None = None
+        # This conversation's valid wake-up heap entry, (time, id, sequence number, self): any
+        # other entry for it is stale. None while it has none.
+        self.wake: tuple[float, int, int, Conversation] | None = None
+        #: Another analyzer decodes this conversation (one shard of ``--jobs``): this one only
+        #: follows it far enough to number conversations as that one does.
+        self.foreign = False
 
     def reopened_by(self, isn: int) -> bool:
         """Whether a client SYN with sequence number ``isn`` starts a new conversation on this
@@ -329,7 +332,7 @@ class Conversation:
     def wake_seq(self) -> int:
         """The sequence number of the valid wake-up entry (0: none)."""
         wake = self.wake
-        return 0 if wake is None else wake[1]
+        return 0 if wake is None else wake[2]
 
     def side(self, direction: Direction) -> Side:
         return self.c2s if direction is _C2S else self.s2c

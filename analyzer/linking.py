@@ -8,9 +8,13 @@ events through a bounded delay line (:class:`Linker`) instead of a second pass o
 response can name (:attr:`Frame.awaits`, set by :meth:`Frame.request_anchor`) is held back until
 its response arrives, and every event behind it waits too, so the output order stays the capture's.
 Frames anchored only for later findings (which name their packet themselves) are not held.
-The wait is bounded both ways: at most ``window`` events are held, and none longer than
-``horizon`` seconds of capture time; a request released by a bound is shown without its response
-(the response still names its request). Memory stays bounded by the window, whatever the capture.
+The wait is bounded both ways: a request is linked to a response that comes at most ``window``
+packets and ``horizon`` seconds of capture time after it, and is let go, unlinked, as soon as
+either bound is passed (the response still names its request). Both bounds are the request's own
+conversation's business, so a shard of ``--jobs`` that sees only some conversations links exactly
+as one process does. Memory stays bounded by what ``window`` packets make, and in any case by
+``MAX_HELD`` events (a request still waiting then goes unlinked: the one case where the link
+depends on what other conversations did).
 """
 
 from __future__ import annotations
@@ -20,8 +24,10 @@ from collections.abc import Callable, Iterable, Iterator
 
 from analyzer.api import Event, Frame
 
-#: Events held back at most while a request waits for its response.
+#: Packets (of the whole capture) a request waits for its response at most.
 WINDOW = 2000
+#: Events held back at most, whatever the packets made.
+MAX_HELD = 50_000
 #: Seconds of capture time a request waits for its response at most.
 HORIZON = 10.0
 
@@ -47,10 +53,14 @@ class Linker:
     """Events in, (event, links) out, in the same order; see the module's docstring."""
 
     def __init__(self, locate: Callable[[int], tuple[str | None, int]], window: int = WINDOW,
-                 horizon: float = HORIZON) -> None:
+                 horizon: float = HORIZON, position: Callable[[], int] | None = None) -> None:
         self.locate = locate
         self.window = window
         self.horizon = horizon
+        #: The packet ordinal the capture has reached when an event comes in (the analyzer's
+        #: count); None: the event's own last packet.
+        self.position = position
+        self._pos = 0
         # Held events, oldest first: [event, links, waiting] (waiting: a request not yet answered).
         self._queue: deque[list] = deque()
         # Anchors of the held requests, by identity (the response carries the same list object).
@@ -60,31 +70,37 @@ class Linker:
         """Every event of ``events`` with its links, delayed as little as the bounds allow."""
         queue = self._queue
         waiting = self._waiting
+        position = self.position
+        holds = self.window > 0
         for ev in events:
             links = None
             held = False
+            if position is not None:
+                pos = self._pos = position()
+            else:
+                pos = self._pos = max(self._pos, _last_packet(ev))
             if isinstance(ev, Frame):
                 request = getattr(ev, "request", None)  # frame classes with their own slots may lack it
                 if request is not None:
-                    links = self._answer(ev, request)
-                held = getattr(ev, "awaits", False)
+                    links = self._answer(ev, request, pos)
+                held = holds and getattr(ev, "awaits", False)
             if not queue and not held:
                 yield ev, links
                 continue
-            entry = [ev, links, held]
+            entry = [ev, links, held, pos]
             queue.append(entry)
             if held:
                 waiting[id(ev.ref)] = entry  # type: ignore[union-attr]
-            yield from self._release(ev.ts if isinstance(ev, Frame) else None)
+            yield from self._release(ev.ts if isinstance(ev, Frame) else None, pos)
 
     def flush(self) -> Iterator[Linked]:
         """The end of the events: everything still held, unanswered requests as they are."""
         self._waiting.clear()
         while self._queue:
-            ev, links, _ = self._queue.popleft()
+            ev, links, _, _ = self._queue.popleft()
             yield ev, links
 
-    def _answer(self, response: Frame, request: list) -> Links:
+    def _answer(self, response: Frame, request: list, pos: int) -> Links:
         links = Links()
         packet = request[2]
         if packet is not None:
@@ -92,7 +108,9 @@ class Linker:
         latency = getattr(response, "latency", None)
         links.latency = latency
         entry = self._waiting.pop(id(request), None)
-        if entry is not None:  # the request is still held: it learns where its response is
+        if entry is not None and (pos - entry[3] > self.window or response.ts - entry[0].ts > self.horizon):
+            entry[2] = False  # too late: let go unlinked, as a bound would have
+        elif entry is not None:  # the request is still held: it learns where its response is
             req_links = entry[1]
             if req_links is None:
                 req_links = entry[1] = Links()
@@ -102,14 +120,21 @@ class Linker:
             entry[2] = False
         return links
 
-    def _release(self, now: float | None) -> Iterator[Linked]:
+    def _release(self, now: float | None, pos: int | None = None) -> Iterator[Linked]:
         queue = self._queue
         while queue:
             head = queue[0]
             if head[2]:  # a request waiting for its response: only a bound lets it go
                 ev = head[0]
-                if len(queue) <= self.window and (now is None or now - ev.ts <= self.horizon):
+                if (len(queue) <= MAX_HELD and (pos is None or pos - head[3] <= self.window)
+                        and (now is None or now - ev.ts <= self.horizon)):
                     return
                 self._waiting.pop(id(ev.ref), None)
             queue.popleft()
             yield head[0], head[1]
+
+
+def _last_packet(ev: Event) -> int:
+    if isinstance(ev, Frame):
+        return ev.packets[1] if ev.packets else 0
+    return getattr(ev, "frame", None) or 0

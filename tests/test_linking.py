@@ -76,3 +76,21 @@ def test_tree_and_summary_show_both_ends():
     tree = CliRunner().invoke(cli.app, ["inspect", path, "-Y", "frame in {25 26}"]).stdout
     assert "    [response in #26 (0.460 ms)]" in tree and "    [request in #25 (0.460 ms earlier)]" in tree
     assert tree.index("#25 ") < tree.index("#26 ")
+
+
+def test_a_late_response_is_not_linked_whatever_came_between():
+    """The bounds are the request's own conversation's business: a response beyond them is not
+    linked even when nothing else came in between to let the request go (a --jobs worker sees
+    only some conversations; one process would have seen the others' frames pass the bound)."""
+    req = frame(1, 0.0, anchor=True)
+    late = frame(8, 0.01, answers=req)
+    assert through(Linker(lambda p: (None, p), window=3), [req, late]) == [(1, None, None), (8, 1, None)]
+    assert through(Linker(lambda p: (None, p), horizon=0.005), [req, late]) == [(1, None, None), (8, 1, None)]
+    assert through(Linker(lambda p: (None, p)), [req, late]) == [(1, None, 8), (8, 1, None)]
+    # The position is the capture's (packets read so far), when the linker is told it.
+    req = frame(1, 0.0, anchor=True)
+    answer = frame(2, 0.01, answers=req)
+    assert through(Linker(lambda p: (None, p), window=3, position=iter([1, 9]).__next__),
+                   [req, answer])[0] == (1, None, None)
+    assert through(Linker(lambda p: (None, p), window=3, position=iter([1, 4]).__next__),
+                   [req, answer])[0] == (1, None, 2)

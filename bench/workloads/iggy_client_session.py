@@ -1,6 +1,6 @@
 """The iggy_send_poll client session, run inside the apache-iggy 0.7.0 venv (see iggy_send_poll.py).
 
-    /tmp/iggy-venvs/apache_iggy_0.7.0/bin/python bench/workloads/iggy_client_session.py --port P --rounds N
+    /tmp/iggy-venvs/apache_iggy_0.7.0/bin/python bench/workloads/iggy_client_session.py --port P --rounds N [--stream NAME]
 
 Connects, logs in, creates a stream and a topic (2 partitions), then N rounds of: send a batch of
 10 messages to one partition, poll 10 back from that partition's next offset. Prints one JSON line.
@@ -22,20 +22,20 @@ async def maybe(x):
     return await x if hasattr(x, "__await__") else x
 
 
-async def run(port: int, rounds: int) -> dict:
+async def run(port: int, rounds: int, stream: str) -> dict:
     c = ig.IggyClient(f"127.0.0.1:{port}")
     await maybe(c.connect())
     await maybe(c.login_user("iggy", "iggy"))
-    await maybe(c.create_stream("bench"))
-    await maybe(c.create_topic("bench", "orders", 2))
+    await maybe(c.create_stream(stream))
+    await maybe(c.create_topic(stream, "orders", 2))
     offsets = [0, 0]
     sent = polled = 0
     for r in range(rounds):
         part = r % 2
         msgs = [ig.SendMessage(f'{{"order": {r * 10 + i}, "note": "send/poll benchmark"}}') for i in range(10)]
-        await maybe(c.send_messages("bench", "orders", part, msgs))
+        await maybe(c.send_messages(stream, "orders", part, msgs))
         sent += len(msgs)
-        got = await maybe(c.poll_messages("bench", "orders", part, ig.PollingStrategy.Offset(offsets[part]), 10, True))
+        got = await maybe(c.poll_messages(stream, "orders", part, ig.PollingStrategy.Offset(offsets[part]), 10, True))
         offsets[part] += len(got)
         polled += len(got)
     return {"rounds": rounds, "sent": sent, "polled": polled}
@@ -45,8 +45,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--rounds", type=int, required=True)
+    ap.add_argument("--stream", default="bench")
     args = ap.parse_args()
-    print(json.dumps(asyncio.run(run(args.port, args.rounds))))
+    print(json.dumps(asyncio.run(run(args.port, args.rounds, args.stream))))
     sys.stdout.flush()
     os._exit(0)  # the Rust client's runtime may abort during interpreter teardown (see captures/iggy)
 

@@ -34,10 +34,14 @@ def build(out: Path, scale: float = 1.0) -> None:
         if "listening" not in (responder.stdout.readline() if responder.stdout else ""):
             raise SystemExit("the Iggy responder did not start")
 
+        attempts = [0]
+
         def session() -> None:
+            # The responder outlives a failed attempt (tcpdump lost packets): each makes a stream of its own.
+            attempts[0] += 1
             run = subprocess.run([str(python), str(Path(__file__).with_name("iggy_client_session.py")),
-                                  "--port", str(PORT), "--rounds", str(rounds)], capture_output=True, text=True,
-                                 timeout=300)
+                                  "--port", str(PORT), "--rounds", str(rounds), "--stream", f"bench{attempts[0]}"],
+                                 capture_output=True, text=True, timeout=300)
             view = json.loads(run.stdout.strip().splitlines()[-1]) if run.stdout.strip() else None
             if run.returncode != 0 or not view or view["polled"] != view["sent"]:
                 raise SystemExit(f"iggy session failed: {view} {run.stderr[-2000:]}")

@@ -1,0 +1,239 @@
+"""``inspect --jobs N``: one capture's conversations decoded by N worker processes, the output
+written by this one in the order, and with the bytes, of a single process.
+
+Every worker reads the whole capture with its own analyzer (:meth:`Analyzer.set_shard`): it
+follows every conversation far enough to number them all as one analyzer would (SYN, FIN, RST,
+idle expiry), but reassembles, decodes and renders only its own shard of them (by a hash of the
+4-tuple), and the capture's own findings only in shard 0. Each event it shows leaves as the text
+the chosen view makes of it, keyed by :meth:`Analyzer.order_key`; the parent merges the workers'
+streams by key, which is the order one analyzer gives events in, and writes the text as it
+comes. The request/response linker runs in the workers: its bounds are the request's own
+conversation's business (see :mod:`analyzer.linking`), so a link does not depend on the shard.
+At the end each worker gives its own conversations' rows and counters (:meth:`Analyzer.shard_state`),
+which the parent adopts for the closing part (footer, the JSON document's flows).
+
+The workers are forked: they start with the parent's loaded dissectors and options, nothing is
+imported twice. Memory stays flat: a pipe per worker, and a worker blocks while the parent has
+not taken its last batch.
+"""
+
+from __future__ import annotations
+
+import heapq
+import io
+import multiprocessing
+import os
+import pickle
+import sys
+import traceback
+from collections import deque
+from collections.abc import Callable, Iterator
+from multiprocessing.connection import Connection as Pipe
+from typing import Any
+
+from analyzer.api import Frame
+from analyzer.capture import CaptureError, order_captures, read_packets
+from analyzer.engine import Analyzer
+from analyzer.linking import Linker
+from analyzer.packets import LinkDecoder
+
+#: Rendered events a worker sends at once.
+BATCH = 256
+#: Captures smaller than this (bytes, all files) are read by one process when --jobs is not given:
+#: starting workers would cost more than it gains.
+AUTO_MIN_BYTES = 4 << 20
+#: Packets looked at to tell a capture of one conversation (see auto_jobs).
+PEEK = 20_000
+
+Item = tuple[tuple, bool, str]
+
+
+class _Text(io.StringIO):
+    """A worker's standard output: text kept for the parent, which reports the parent's terminal
+    and encoding so that the views make the same text (colours, arrows) they would make there."""
+
+    def __init__(self, tty: bool, encoding: str | None) -> None:
+        super().__init__()
+        self._tty = tty
+        self._encoding = encoding
+
+    def isatty(self) -> bool:
+        return self._tty
+
+    @property
+    def encoding(self) -> str | None:  # type: ignore[override]
+        return self._encoding
+
+    def take(self) -> str:
+        text = self.getvalue()
+        if text:
+            self.seek(0)
+            self.truncate()
+        return text
+
+
+def auto_jobs(paths: list[str]) -> int:
+    """--jobs by default: the machine's cores; one for a small capture, and for one whose first
+    PEEK packets all belong to one shard (a single long conversation: the other workers would only
+    skip its packets while its text makes a detour through the parent)."""
+    size = 0
+    for p in paths:
+        try:
+            size += os.path.getsize(p)
+        except OSError:
+            return 1
+    cores = os.cpu_count() or 1
+    if size < AUTO_MIN_BYTES or cores == 1:
+        return 1
+    return cores if len(_shards_seen(paths, cores)) > 1 else 1
+
+
+def _shards_seen(paths: list[str], n: int) -> set[int]:
+    """The shards of ``n`` that the conversations of the first PEEK packets fall in."""
+    probe = Analyzer({})
+    probe.set_shard(0, n)
+    dec = LinkDecoder()
+    seen: set[int] = set()
+    try:
+        for count, pkt in enumerate(read_packets(order_captures(paths)[0])):
+            if count >= PEEK:
+                break
+            if dec.decode(pkt) is not None:
+                seen.add(probe.shard_of(dec.key))
+    except CaptureError:
+        pass
+    return seen
+
+
+def run(jobs: int, analyzer: Analyzer, display: Any, paths: list[str], make_display: Callable[[Analyzer], Any],
+        events_of: Callable[[Analyzer, list[str]], tuple[Iterator[Any], list[str]]]) -> list[str]:
+    """Run the capture over ``jobs`` workers and write their text through ``display``, made for
+    ``analyzer`` (fresh: it takes the merged totals for the display's closing part); each worker
+    makes its own with ``make_display``. Gives back the reading error, if any."""
+    ctx = multiprocessing.get_context("fork")
+    tty = _isatty(sys.stdout)
+    encoding = getattr(sys.stdout, "encoding", None)
+    pipes: list[Pipe] = []
+    procs = []
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        for k in range(jobs):
+            receive, send = ctx.Pipe(duplex=False)
+            proc = ctx.Process(target=_worker, args=(k, jobs, send, analyzer, paths, make_display, events_of,
+                                                     tty, encoding), daemon=True)
+            proc.start()
+            send.close()
+            pipes.append(receive)
+            procs.append(proc)
+        states: list[dict[str, Any]] = [{} for _ in range(jobs)]
+        put = display.put
+        for _key, frame, text in heapq.merge(*(_items(p, states[k], k) for k, p in enumerate(pipes))):
+            put(frame, text)
+        for proc in procs:
+            proc.join()
+        analyzer.adopt_shards([st["analyzer"] for st in states])
+        display.shown = sum(st["shown"] for st in states)
+        return states[0]["error"]
+    finally:
+        for proc in procs:
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+        for p in pipes:
+            p.close()
+
+
+def _items(pipe: Pipe, state: dict[str, Any], k: int) -> Iterator[Item]:
+    """A worker's keyed texts in order; its closing state into ``state``."""
+    while True:
+        try:
+            msg = pickle.loads(pipe.recv_bytes())
+        except EOFError:
+            raise RuntimeError(f"--jobs worker {k} ended without its results") from None
+        kind, body = msg
+        if kind == "items":
+            yield from body
+        elif kind == "done":
+            state.update(body)
+            return
+        else:
+            raise RuntimeError(f"--jobs worker {k} failed:\n{body}")
+
+
+def _worker(k: int, n: int, pipe: Pipe, analyzer: Analyzer, paths: list[str], make_display: Callable[[Analyzer], Any],
+            events_of: Callable[[Analyzer, list[str]], tuple[Iterator[Any], list[str]]], tty: bool,
+            encoding: str | None) -> None:
+    try:
+        _work(k, n, pipe, analyzer, paths, make_display, events_of, tty, encoding)
+    except BaseException:  # noqa: BLE001 - whatever it was, the parent reports it
+        try:
+            pipe.send_bytes(pickle.dumps(("crash", traceback.format_exc())))
+        finally:
+            os._exit(1)
+    pipe.close()
+    os._exit(0)  # a forked child leaves without running the parent's exit handlers
+
+
+def _work(k: int, n: int, pipe: Pipe, analyzer: Analyzer, paths: list[str], make_display: Callable[[Analyzer], Any],
+          events_of: Callable[[Analyzer, list[str]], tuple[Iterator[Any], list[str]]], tty: bool,
+          encoding: str | None) -> None:
+    os.environ["STREAMPROTO_NO_PROGRESS"] = "1"  # the parent's terminal is not a worker's
+    out = sys.stdout = _Text(tty, encoding)
+    analyzer.set_shard(k, n)
+    display = make_display(analyzer)
+    out.take()  # what the display writes first (the JSON document's head) is the parent's
+    shown: list[tuple[bool, str]] = []
+
+    def put(frame: bool, text: str) -> None:  # the JSON document's frames and findings
+        shown.append((frame, text))
+
+    display.put = put
+    events, error = events_of(analyzer, paths)
+    keys: deque[tuple] = deque()
+    order_key = analyzer.order_key
+
+    def keyed() -> Iterator[Any]:
+        for ev in events:
+            keys.append(order_key(ev))
+            yield ev
+
+    linker = Linker(lambda packet: analyzer.locate(packet) if analyzer.multi_file else (None, packet),
+                    position=lambda: analyzer.packets)
+    batch: list[Item] = []
+    seq = 0
+    show = display.show
+    take = out.take
+
+    def linked() -> Iterator[Any]:
+        yield from linker.link(keyed())
+        yield from linker.flush()
+
+    for ev, links in linked():
+        key = keys.popleft()
+        show(ev, links)
+        text = take()
+        if text:
+            seq += 1
+            batch.append(((*key, seq), isinstance(ev, Frame), text))
+        elif shown:
+            for frame, t in shown:
+                seq += 1
+                batch.append(((*key, seq), frame, t))
+            shown.clear()
+        else:
+            continue
+        if len(batch) >= BATCH:
+            pipe.send_bytes(pickle.dumps(("items", batch), pickle.HIGHEST_PROTOCOL))
+            batch = []
+    if batch:
+        pipe.send_bytes(pickle.dumps(("items", batch), pickle.HIGHEST_PROTOCOL))
+    state = {"analyzer": analyzer.shard_state(), "shown": display.shown, "error": error}
+    pipe.send_bytes(pickle.dumps(("done", state), pickle.HIGHEST_PROTOCOL))
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False

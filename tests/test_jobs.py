@@ -1,0 +1,175 @@
+"""``inspect --jobs N`` (issue 15): conversations decoded by N worker processes, the output byte for
+byte that of one process, in every format.
+
+The capture here interleaves real recordings of all four protocols, several copies of each under
+other addresses, so that many conversations run at once: heartbeats and unanswered requests that
+fire on other conversations' packets, truncated packets (the capture's own findings), idle expiry,
+and requests linked to their responses across other conversations' frames."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from analyzer import jobs
+from analyzer.api import Finding, Frame
+from analyzer.capture import read_packets
+from analyzer.engine import Analyzer
+from analyzer.jobs import auto_jobs
+from analyzer.packets import LinkDecoder
+from analyzer.pcapwrite import CaptureWriter, Segment, ip_packet
+
+ROOT = Path(__file__).parent.parent
+RECORDINGS = ["captures/amqp091/pika_heartbeat.pcap", "captures/amqp091/pika_channel_error.pcap",
+              "captures/rabbitmq_stream/rstream_publish_confirm_snaplen96.pcap",
+              "captures/rabbitmq_stream/rstream_errors.pcap", "captures/iggy/apache_iggy_0.9.0.pcap",
+              "captures/iggy/iggy_py_0.4.0.pcap", "captures/amqp_fast/amqp_fast_session.pcap"]
+COPIES = 3
+ETH = b"\x02\x00\x00\x00\x00\x02\x02\x00\x00\x00\x00\x01\x08\x00"
+
+
+def interleave(path: Path) -> Path:
+    """Every recording COPIES times, each copy under addresses of its own, merged by time into one
+    capture: the first two copies at the same instants (their deadlines fall together), the
+    third a few milliseconds later and cut at 60 % of its packets (open at the end of the
+    capture, requests unanswered)."""
+    packets: list[tuple[float, bytes, int]] = []
+    for j, rec in enumerate(RECORDINGS):
+        raw = list(read_packets(str(ROOT / rec)))
+        t0 = raw[0].ts
+        for i in range(COPIES):
+            addresses: dict[str, str] = {}
+            dec = LinkDecoder()
+            for pkt in raw if i < 2 else raw[:len(raw) * 6 // 10]:
+                seg = dec.decode(pkt)
+                if seg is None:
+                    continue
+                src = addresses.setdefault(seg.src, f"10.{j}.{i}.{len(addresses) + 1}")
+                dst = addresses.setdefault(seg.dst, f"10.{j}.{i}.{len(addresses) + 1}")
+                ts = 1_000.0 + (pkt.ts - t0) + (i // 2) * 0.003 + j * 0.001
+                cut = pkt.orig_len - len(pkt.data)  # bytes the snap length cut off: cut here as well
+                frame = ETH + ip_packet(Segment(ts, (src, seg.sport), (dst, seg.dport), seg.seq, seg.ack, seg.flags,
+                                                seg.payload + bytes(cut)))
+                packets.append((ts, frame[:len(frame) - cut], len(frame)))
+    packets.sort(key=lambda p: p[0])
+    with open(path, "wb") as f:
+        w = CaptureWriter(f)
+        for ts, frame, orig in packets:
+            w.write_raw(ts, frame, orig)
+    return path
+
+
+@pytest.fixture(scope="module")
+def capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return interleave(tmp_path_factory.mktemp("jobs") / "interleaved.pcap")
+
+
+def inspect(*args: str) -> tuple[int, bytes, bytes]:
+    proc = subprocess.run([sys.executable, "-m", "analyzer", "inspect", *args], cwd=ROOT, capture_output=True,
+                          env={**os.environ, "STREAMPROTO_NO_PROGRESS": "1", "NO_COLOR": "1"}, timeout=600)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def _event(ev: Frame | Finding) -> tuple[Any, ...]:
+    if isinstance(ev, Frame):
+        return ("frame", ev.flow, ev.packets, ev.ts, ev.direction, ev.offset, ev.size, ev.protocol, ev.dialect,
+                ev.info, tuple((f.id, f.frame, f.message) for f in ev.findings))
+    return ("finding", ev.id, ev.flow, ev.frame, ev.severity, ev.message)
+
+
+def test_the_capture_is_a_crowd(capture: Path) -> None:
+    a = Analyzer()
+    frames = sum(isinstance(ev, Frame) for ev in a.run_files([str(capture)]))
+    assert a.conversations >= COPIES * len(RECORDINGS) and frames > 500
+    assert a.truncated_packets > 0 and {f.protocol for f in a.flows} >= {"amqp091", "rabbitmq_stream", "iggy",
+                                                                         "amqp_fast"}
+
+
+@pytest.mark.parametrize("shards", [2, 3, 5])
+@pytest.mark.parametrize("idle", [None, 0.05])
+def test_shards_merged_by_order_key_are_one_analyzer(capture: Path, shards: int, idle: float | None) -> None:
+    """The mechanism under --jobs, in one process: each shard's events in increasing keys, and the
+    shards' events merged by key are one analyzer's, every row and total included. The idle
+    timeout of 50 ms expires conversations between packets (wake-ups firing on other shards'
+    packets)."""
+    kw: dict[str, Any] = {} if idle is None else {"idle_timeout": idle}
+    one = Analyzer(**kw)
+    reference = [_event(ev) for ev in one.run_files([str(capture)])]
+    merged: list[tuple[tuple, tuple]] = []
+    states = []
+    for k in range(shards):
+        a = Analyzer(shard=(k, shards), **kw)
+        keyed = []
+        for n, ev in enumerate(a.run_files([str(capture)])):
+            keyed.append(((*a.order_key(ev), n), _event(ev)))
+        assert [key for key, _ in keyed] == sorted(key for key, _ in keyed)
+        assert keyed, f"shard {k} decoded nothing"
+        merged += keyed
+        states.append(a.shard_state())
+    assert [ev for _, ev in sorted(merged, key=lambda x: x[0])] == reference
+    adopted = Analyzer()
+    adopted.adopt_shards(states)
+    assert [f.to_plain() for f in adopted.flows] == [f.to_plain() for f in one.flows]
+    assert adopted.findings_per_severity() == one.findings_per_severity()
+    assert (adopted.packets, adopted.conversations) == (one.packets, one.conversations)
+
+
+@pytest.mark.parametrize("fmt", ["summary", "jsonl", "json", "tree"])
+def test_jobs_write_what_one_process_writes(capture: Path, fmt: str) -> None:
+    one = inspect(str(capture), "-T", fmt, "--jobs", "1")
+    assert one[0] == 0 and one[1].count(b"\n") > 500
+    for n in (2, 3):
+        assert inspect(str(capture), "-T", fmt, "--jobs", str(n)) == one, f"--jobs {n}"
+
+
+@pytest.mark.parametrize("args", [
+    ["--only-findings", "-T", "jsonl"],
+    ["-Y", "amqp091 or iggy.ping", "-T", "summary"],
+    ["--flow", "3", "--flow", "7", "-T", "json"],
+    ["--protocol", "rabbitmq_stream", "-T", "tree", "-x"],
+    ["--idle-timeout", "0.05", "-T", "summary"],
+    ["-q"],
+])
+def test_jobs_with_the_display_options(capture: Path, args: list[str]) -> None:
+    one = inspect(str(capture), *args, "--jobs", "1")
+    assert one[0] == 0
+    assert inspect(str(capture), *args, "--jobs", "2") == one
+
+
+def test_jobs_over_several_files_as_one_capture() -> None:
+    files = [str(ROOT / r) for r in RECORDINGS[:4]]
+    one = inspect(*files, "-T", "jsonl", "--jobs", "1")
+    assert one[0] == 0 and one[1]
+    assert inspect(*files, "-T", "jsonl", "--jobs", "2") == one
+
+
+def test_a_reading_error_is_the_same_one_line(tmp_path: Path, capture: Path) -> None:
+    cut = tmp_path / "cut.pcap"
+    cut.write_bytes(capture.read_bytes()[:-7])  # the last packet's record is cut short
+    one = inspect(str(cut), "-T", "summary", "--jobs", "1")
+    assert one[0] == 2 and one[2].count(b"\n") == 1
+    assert inspect(str(cut), "-T", "summary", "--jobs", "2") == one
+
+
+def test_jobs_must_be_positive(capture: Path) -> None:
+    rc, _, err = inspect(str(capture), "--jobs", "0")
+    assert rc == 2 and b"--jobs must be 1 or more" in err
+
+
+def test_default_jobs_are_the_cores_for_a_big_capture_of_several_conversations(
+        tmp_path: Path, capture: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cores = os.cpu_count() or 1
+    assert auto_jobs([str(capture)]) == 1  # 4 MB at least: below, one process
+    monkeypatch.setattr(jobs, "AUTO_MIN_BYTES", 1000)
+    assert auto_jobs([str(capture)]) == cores
+    # One conversation: the other workers would only skip its packets.
+    assert auto_jobs([str(ROOT / "captures/amqp091/pika_large.pcap")]) == 1
+    junk = tmp_path / "junk.pcap"
+    junk.write_bytes(bytes(5000))
+    assert auto_jobs([str(junk)]) == 1  # not a capture: one process reports it
+    assert auto_jobs([str(tmp_path / "missing.pcap")]) == 1
