@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import math
 import struct
-import zlib
 from collections import Counter, OrderedDict, deque
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -54,7 +53,6 @@ from analyzer.packets import (
     SYN,
     LinkDecoder,
     TcpSegment,
-    flow_key,
     reverse_key,
 )
 from analyzer.protocol_choice import SNIFF_LIMIT, SNIFF_THRESHOLD, best_guess, port_table, roles
@@ -155,7 +153,8 @@ class Analyzer:
         self._startup_errors: list[Finding] = []
         self._texts: tuple[Conversation | None, str, str] = (None, "", "")
         self._texts_prev: tuple[Conversation | None, str, str] = (None, "", "")
-        #: (k, n): this analyzer decodes only the conversations of shard k of n (``--jobs``), and
+        #: (k, n): this analyzer decodes only the conversations of shard k of n (``--jobs``; see
+        #: :meth:`owns`), and
         #: the capture's own findings only as shard 0. It still follows every conversation far
         #: enough (SYN, FIN, RST, idle expiry) to number them all as one analyzer would, so that
         #: n shards' events, merged by :meth:`order_key`, are one analyzer's.
@@ -312,6 +311,17 @@ class Analyzer:
                         hit = None
                     if (hit is not None and not flags & _SYN_FIN_RST and doff >= 0x50
                             and start <= end <= len(data)):
+                        conv = hit.conv
+                        if conv.foreign:  # another shard's: counted, no more (see _foreign_bytes)
+                            info = conv.info
+                            info.packets += 1
+                            info.last_ts = ts
+                            if end > start:
+                                if hit is conv.c2s:
+                                    info.bytes_c2s += end - start
+                                else:
+                                    info.bytes_s2c += end - start
+                            continue
                         out = fast(hit, seq, ack, flags, data[start:end], number, ts)
                         if out:
                             self.packets, self.last_ts = count, ts
@@ -577,7 +587,7 @@ class Analyzer:
     def shard_state(self) -> dict[str, Any]:
         """What this shard knows that the merged totals need: its own conversations' rows, the
         capture's counters (the same in every shard), and the capture's findings (shard 0's)."""
-        return {"rows": [f.to_plain() for f in self.flows if self.owns(flow_key(f.client, f.server))],
+        return {"rows": [f.to_plain() for f in self.flows if self.owns(f.id)],
                 "conversations": self.conversations, "packets": self.packets, "first_ts": self.first_ts,
                 "last_ts": self.last_ts, "truncated_packets": self.truncated_packets,
                 "capture_findings": dict(self.capture_findings) if self._capture_owner else None,
@@ -602,16 +612,12 @@ class Analyzer:
             if st["capture_findings"] is not None:
                 self.capture_findings = dict(st["capture_findings"])
 
-    def owns(self, key: bytes) -> bool:
-        """Whether this analyzer decodes the conversation of this flow key (either direction's)."""
+    def owns(self, flow_id: int) -> bool:
+        """Whether this analyzer decodes the conversation with this id. Conversations are dealt
+        out in turn (id modulo the shards): every shard numbers them alike, and a capture of two
+        conversations keeps two workers busy, which a hash of the 4-tuple would not."""
         shard = self.shard
-        return shard is None or self.shard_of(key) == shard[0]
-
-    def shard_of(self, key: bytes) -> int:
-        """The shard that decodes the conversation of this flow key (either direction's)."""
-        assert self.shard is not None
-        rkey = reverse_key(key)
-        return zlib.crc32(min(key, rkey)) % self.shard[1]
+        return shard is None or flow_id % shard[1] == shard[0]
 
     def order_key(self, ev: Event) -> tuple:
         """Where an event just given back by :meth:`run` stands in the order one analyzer of the
@@ -637,7 +643,7 @@ class Analyzer:
             info.last_ts = ts
         conv = Conversation(info, self.max_buffer, midstream)
         self._live[conv.key] = conv
-        if self.shard is not None and not self.owns(conv.key):
+        if self.shard is not None and not self.owns(info.id):
             conv.foreign = True
             conv.undecided = False
             self._index(conv)

@@ -3,9 +3,9 @@ written by this one in the order, and with the bytes, of a single process.
 
 Every worker reads the whole capture with its own analyzer (:meth:`Analyzer.set_shard`): it
 follows every conversation far enough to number them all as one analyzer would (SYN, FIN, RST,
-idle expiry), but reassembles, decodes and renders only its own shard of them (by a hash of the
-4-tuple), and the capture's own findings only in shard 0. Each event it shows leaves as the text
-the chosen view makes of it, keyed by :meth:`Analyzer.order_key`; the parent merges the workers'
+idle expiry), but reassembles, decodes and renders only its own share of them (conversation ids
+dealt out in turn), and the capture's own findings only in shard 0. Each event it shows leaves as
+the text the chosen view makes of it, keyed by :meth:`Analyzer.order_key`; the parent merges the workers'
 streams by key, which is the order one analyzer gives events in, and writes the text as it
 comes. The request/response linker runs in the workers: its bounds are the request's own
 conversation's business (see :mod:`analyzer.linking`), so a link does not depend on the shard.
@@ -35,7 +35,7 @@ from analyzer.api import Frame
 from analyzer.capture import CaptureError, order_captures, read_packets
 from analyzer.engine import Analyzer
 from analyzer.linking import Linker
-from analyzer.packets import LinkDecoder
+from analyzer.packets import LinkDecoder, reverse_key
 
 #: Rendered events a worker sends at once.
 BATCH = 256
@@ -74,8 +74,8 @@ class _Text(io.StringIO):
 
 def auto_jobs(paths: list[str]) -> int:
     """--jobs by default: the machine's cores; one for a small capture, and for one whose first
-    PEEK packets all belong to one shard (a single long conversation: the other workers would only
-    skip its packets while its text makes a detour through the parent)."""
+    PEEK packets are all one conversation's (a single long conversation: the other workers would
+    only skip its packets while its text makes a detour through the parent)."""
     size = 0
     for p in paths:
         try:
@@ -85,24 +85,25 @@ def auto_jobs(paths: list[str]) -> int:
     cores = os.cpu_count() or 1
     if size < AUTO_MIN_BYTES or cores == 1:
         return 1
-    return cores if len(_shards_seen(paths, cores)) > 1 else 1
+    return cores if _several_conversations(paths) else 1
 
 
-def _shards_seen(paths: list[str], n: int) -> set[int]:
-    """The shards of ``n`` that the conversations of the first PEEK packets fall in."""
-    probe = Analyzer({})
-    probe.set_shard(0, n)
+def _several_conversations(paths: list[str]) -> bool:
+    """Whether the first PEEK packets of the capture belong to more than one 4-tuple."""
     dec = LinkDecoder()
-    seen: set[int] = set()
+    seen: set[bytes] = set()
     try:
         for count, pkt in enumerate(read_packets(order_captures(paths)[0])):
             if count >= PEEK:
                 break
             if dec.decode(pkt) is not None:
-                seen.add(probe.shard_of(dec.key))
+                key = dec.key
+                seen.add(min(key, reverse_key(key)))
+                if len(seen) > 1:
+                    return True
     except CaptureError:
         pass
-    return seen
+    return False
 
 
 def run(jobs: int, analyzer: Analyzer, display: Any, paths: list[str], make_display: Callable[[Analyzer], Any],
