@@ -75,15 +75,19 @@ class Linker:
         for ev in events:
             links = None
             held = False
+            request = None
+            if isinstance(ev, Frame):
+                request = getattr(ev, "request", None)  # frame classes with their own slots may lack it
+                held = holds and getattr(ev, "awaits", False)
+            if not queue and not held and request is None:
+                yield ev, None  # the usual frame: where the capture is does not matter
+                continue
             if position is not None:
                 pos = self._pos = position()
             else:
                 pos = self._pos = max(self._pos, _last_packet(ev))
-            if isinstance(ev, Frame):
-                request = getattr(ev, "request", None)  # frame classes with their own slots may lack it
-                if request is not None:
-                    links = self._answer(ev, request, pos)
-                held = holds and getattr(ev, "awaits", False)
+            if request is not None:
+                links = self._answer(ev, request, pos)  # type: ignore[arg-type]
             if not queue and not held:
                 yield ev, links
                 continue
