@@ -207,27 +207,37 @@ def _events(analyzer: Analyzer, paths: list[str]) -> Iterator[Any]:
 
 
 def _with_progress(events: Iterator[Any], analyzer: Analyzer, paths: list[str]) -> Iterator[Any]:
-    """A progress line on stderr while a long capture is read: only when stderr is a terminal and
-    stdout is not (output sent to a file or a pipe); never in a pipe, never over the output."""
-    if os.environ.get("STREAMPROTO_NO_PROGRESS") or not _isatty(sys.stderr) or _isatty(sys.stdout):
+    """A progress line on stderr while a long capture is read (see :func:`progress_line`)."""
+    line = progress_line(paths, lambda: (analyzer.packets, analyzer.conversations))
+    if line is None:
         yield from events
         return
+    with line:
+        yield from events
+
+
+def progress_line(paths: list[str], counts: Callable[[], tuple[int, int]]) -> Any:
+    """A progress line on stderr, as a context manager, or None where there must be none: only
+    when stderr is a terminal and stdout is not (output sent to a file or a pipe); never in a pipe,
+    never over the output. ``counts`` gives (packets read, conversations seen); the line asks for
+    them each time it is redrawn (from rich's refresh thread), so the reader pays nothing."""
+    if os.environ.get("STREAMPROTO_NO_PROGRESS") or not _isatty(sys.stderr) or _isatty(sys.stdout):
+        return None
     from rich.console import Console
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import Progress, ProgressColumn, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.text import Text
+
+    class Counts(ProgressColumn):
+        def render(self, task: Any) -> Text:
+            packets, conversations = counts()
+            return Text(f"{packets:,} packets, {conversations:,} conversations")
 
     total = sum(os.path.getsize(p) for p in paths if not is_stream(p) and os.path.isfile(p))
-    progress = Progress(SpinnerColumn(), TextColumn("{task.fields[packets]:,} packets, {task.fields[flows]:,} "
-                                                    "conversations"), TimeElapsedColumn(),
+    progress = Progress(SpinnerColumn(), Counts(), TimeElapsedColumn(),
                         TextColumn(f"({total / 1e6:.1f} MB of captures)" if total else ""),
                         console=Console(file=sys.stderr, force_terminal=True), transient=True)
-    with progress:
-        task = progress.add_task("reading", packets=0, flows=0)
-        n = 0
-        for ev in events:
-            n += 1
-            if not n & 0x3FFF:
-                progress.update(task, packets=analyzer.packets, flows=len(analyzer.flows))
-            yield ev
+    progress.add_task("reading")
+    return progress
 
 
 def _isatty(stream: Any) -> bool:
@@ -338,7 +348,8 @@ def inspect(
 
         n = jobs if jobs is not None else parallel.auto_jobs(paths)
         if n > 1:
-            display.close(parallel.run(n, analyzer, display, paths, make_display, _run))
+            display.close(parallel.run(n, analyzer, display, paths, make_display, _run,
+                                       progress=lambda counts: progress_line(paths, counts)))
             return
     events, error = _run(analyzer, paths)
     linker = Linker(_locate(analyzer), position=lambda: analyzer.packets)

@@ -19,6 +19,7 @@ not taken its last batch.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import io
 import multiprocessing
@@ -107,11 +108,15 @@ def _several_conversations(paths: list[str]) -> bool:
 
 
 def run(jobs: int, analyzer: Analyzer, display: Any, paths: list[str], make_display: Callable[[Analyzer], Any],
-        events_of: Callable[[Analyzer, list[str]], tuple[Iterator[Any], list[str]]]) -> list[str]:
+        events_of: Callable[[Analyzer, list[str]], tuple[Iterator[Any], list[str]]],
+        progress: Callable[[Callable[[], tuple[int, int]]], Any] | None = None) -> list[str]:
     """Run the capture over ``jobs`` workers and write their text through ``display``, made for
     ``analyzer`` (fresh: it takes the merged totals for the display's closing part); each worker
-    makes its own with ``make_display``. Gives back the reading error, if any."""
+    makes its own with ``make_display``. ``progress``, given a function of (packets, conversations)
+    so far, makes a progress line (a context manager) or None. Gives back the reading error, if any."""
     ctx = multiprocessing.get_context("fork")
+    # Where the slowest worker is (packets read, conversations seen), for the progress line.
+    reached = ctx.RawArray("q", 2 * jobs)
     tty = _isatty(sys.stdout)
     encoding = getattr(sys.stdout, "encoding", None)
     pipes: list[Pipe] = []
@@ -122,15 +127,21 @@ def run(jobs: int, analyzer: Analyzer, display: Any, paths: list[str], make_disp
         for k in range(jobs):
             receive, send = ctx.Pipe(duplex=False)
             proc = ctx.Process(target=_worker, args=(k, jobs, send, analyzer, paths, make_display, events_of,
-                                                     tty, encoding), daemon=True)
+                                                     tty, encoding, reached), daemon=True)
             proc.start()
             send.close()
             pipes.append(receive)
             procs.append(proc)
         states: list[dict[str, Any]] = [{} for _ in range(jobs)]
         put = display.put
-        for _key, frame, text in heapq.merge(*(_items(p, states[k], k) for k, p in enumerate(pipes))):
-            put(frame, text)
+
+        def counts() -> tuple[int, int]:
+            return min(reached[0::2]), min(reached[1::2])
+
+        line = progress(counts) if progress is not None else None
+        with line if line is not None else contextlib.nullcontext():
+            for _key, frame, text in heapq.merge(*(_items(p, states[k], k) for k, p in enumerate(pipes))):
+                put(frame, text)
         for proc in procs:
             proc.join()
         analyzer.adopt_shards([st["analyzer"] for st in states])
@@ -164,9 +175,9 @@ def _items(pipe: Pipe, state: dict[str, Any], k: int) -> Iterator[Item]:
 
 def _worker(k: int, n: int, pipe: Pipe, analyzer: Analyzer, paths: list[str], make_display: Callable[[Analyzer], Any],
             events_of: Callable[[Analyzer, list[str]], tuple[Iterator[Any], list[str]]], tty: bool,
-            encoding: str | None) -> None:
+            encoding: str | None, reached: Any) -> None:
     try:
-        _work(k, n, pipe, analyzer, paths, make_display, events_of, tty, encoding)
+        _work(k, n, pipe, analyzer, paths, make_display, events_of, tty, encoding, reached)
     except BaseException:  # noqa: BLE001 - whatever it was, the parent reports it
         try:
             pipe.send_bytes(pickle.dumps(("crash", traceback.format_exc())))
@@ -178,7 +189,7 @@ def _worker(k: int, n: int, pipe: Pipe, analyzer: Analyzer, paths: list[str], ma
 
 def _work(k: int, n: int, pipe: Pipe, analyzer: Analyzer, paths: list[str], make_display: Callable[[Analyzer], Any],
           events_of: Callable[[Analyzer, list[str]], tuple[Iterator[Any], list[str]]], tty: bool,
-          encoding: str | None) -> None:
+          encoding: str | None, reached: Any) -> None:
     os.environ["STREAMPROTO_NO_PROGRESS"] = "1"  # the parent's terminal is not a worker's
     out = sys.stdout = _Text(tty, encoding)
     analyzer.set_shard(k, n)
@@ -210,8 +221,12 @@ def _work(k: int, n: int, pipe: Pipe, analyzer: Analyzer, paths: list[str], make
         yield from linker.link(keyed())
         yield from linker.flush()
 
+    seen = 0
     for ev, links in linked():
         key = keys.popleft()
+        seen += 1
+        if not seen & 0x3FF:
+            reached[2 * k], reached[2 * k + 1] = analyzer.packets, analyzer.conversations
         show(ev, links)
         text = take()
         if text:
@@ -229,6 +244,7 @@ def _work(k: int, n: int, pipe: Pipe, analyzer: Analyzer, paths: list[str], make
             batch = []
     if batch:
         pipe.send_bytes(pickle.dumps(("items", batch), pickle.HIGHEST_PROTOCOL))
+    reached[2 * k], reached[2 * k + 1] = analyzer.packets, analyzer.conversations
     state = {"analyzer": analyzer.shard_state(), "shown": display.shown, "error": error}
     pipe.send_bytes(pickle.dumps(("done", state), pickle.HIGHEST_PROTOCOL))
 

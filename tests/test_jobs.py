@@ -173,3 +173,29 @@ def test_default_jobs_are_the_cores_for_a_big_capture_of_several_conversations(
     junk.write_bytes(bytes(5000))
     assert auto_jobs([str(junk)]) == 1  # not a capture: one process reports it
     assert auto_jobs([str(tmp_path / "missing.pcap")]) == 1
+
+
+def test_the_progress_line_follows_the_workers(capture: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Output to a file, stderr a terminal: the progress line is there with --jobs too, and says
+    where the workers are (the slowest one's packets and conversations)."""
+    from typer.testing import CliRunner
+
+    from analyzer import cli
+
+    monkeypatch.delenv("STREAMPROTO_NO_PROGRESS", raising=False)
+    monkeypatch.setattr(cli, "_isatty", lambda stream: stream is sys.stderr)
+    calls: list[tuple[int, int]] = []
+    made = cli.progress_line
+
+    def spy(paths: list[str], counts: Any) -> Any:
+        def counted() -> tuple[int, int]:
+            calls.append(counts())
+            return calls[-1]
+        return made(paths, counted)
+
+    monkeypatch.setattr(cli, "progress_line", spy)
+    result = CliRunner().invoke(cli.app, ["inspect", str(capture), "-T", "jsonl", "--jobs", "2"])
+    assert result.exit_code == 0, result.output
+    assert "packets" in result.stderr and "conversations" in result.stderr
+    total = sum(1 for _ in read_packets(str(capture)))
+    assert calls and all(0 <= p <= total for p, _ in calls)
