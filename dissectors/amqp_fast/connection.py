@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from analyzer.api import Connection as BaseConnection
-from analyzer.api import Direction, Event, Field, Finding, Frame
+from analyzer.api import Direction, Event, Finding, Frame
 from dissectors.amqp_fast import decode
 from dissectors.amqp_fast import rules as R
 from dissectors.amqp_fast.commands import Command
@@ -36,6 +36,7 @@ from dissectors.amqp_fast.machines import (
 from dissectors.amqp_fast.messages import FRAGMENT, Messages
 from dissectors.amqp_fast.wire import Encoding
 from dissectors.kit.correlate import Correlator
+from dissectors.kit.lazy import add_computed
 from dissectors.kit.state import plain_state
 from dissectors.kit.state import snapshot as kit_snapshot
 from dissectors.kit.timers import Silence
@@ -549,7 +550,7 @@ class AmqpFastConnection(BaseConnection):
     def _answered(self, frame: Frame, entry: list) -> None:
         frame.request = entry[1]
         frame.latency = dt = self.ts - entry[2]
-        frame.fields.append(Field("response_time", dt, -1, 0, f"{dt:.6f} s after {entry[0]}"))
+        add_computed(frame, "response_time", dt, f"{dt:.6f} s after {entry[0]}")
 
     def _in_order(self, d: str, key: tuple[str, int], frame: Frame) -> None:
         f = self.order.request(d, key, frame.command, frame.request_anchor(), self.ts, limit_rule=R.LIMIT_EXCEEDED)

@@ -24,6 +24,7 @@ from dissectors.amqp_fast.commands import (
 )
 from dissectors.amqp_fast.framing import header
 from dissectors.amqp_fast.wire import Encoding
+from dissectors.kit.lazy import QUICK_INFO, LazyFrame
 from dissectors.schema import DecodeError, field_values
 
 INITIATION = "INITIATION"
@@ -93,9 +94,22 @@ def command(d: Direction, data: bytes, offset: int, enc: Encoding) -> tuple[Fram
         findings.append(R.END_MISSING(f"the octet the size counts last is {data[end]:#04x}, not the command-end 0xce",
                                       command=name))
     fields.append(Field("command_end", data[end], end, 1, "ok" if data[end] == COMMAND_END else "missing"))
-    frame = Frame(d, offset, len(data), name, code, info(name, cmd, values), fields, findings)
-    frame.data = data
+    # The checks above needed the fields; the Info line waits until a view asks for it.
+    frame = LazyFrame(d, offset, len(data), name, code, findings, data, _built, (fields, name, cmd, values))
     return frame, cmd, values
+
+
+def _built(frame: LazyFrame, ctx: tuple[list[Field], str, Command | None, dict[str, Any]]) -> tuple[list[Field], str]:
+    fields, name, cmd, values = ctx
+    return fields, info(name, cmd, values)
+
+
+def _quick_info(frame: LazyFrame, ctx: tuple[list[Field], str, Command | None, dict[str, Any]]) -> str:
+    _, name, cmd, values = ctx
+    return info(name, cmd, values)
+
+
+QUICK_INFO[_built] = _quick_info
 
 
 def _prefix(shape: Any, view: memoryview, start: int, stop: int) -> tuple[list[Field], int]:

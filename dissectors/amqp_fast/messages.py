@@ -23,6 +23,7 @@ from analyzer.api import Direction, Field, Finding, Frame, FrameRef
 from dissectors.amqp_fast import rules as R
 from dissectors.amqp_fast.decode import message_head
 from dissectors.amqp_fast.wire import Encoding
+from dissectors.kit.lazy import add_field, add_info
 from dissectors.kit.sequence import Sequencer
 from dissectors.kit.state import plain_state
 
@@ -252,10 +253,10 @@ class Messages:
             children.append(Field("message_nbr", meta[_NBR]))
         children += [Field("size", received), Field("fragments", meta[_FRAGS]),
                      Field("body", body), Field("body_truncated", headlen >= 0 and received - headlen > len(body))]
-        frame.fields.append(Field("message", None, -1, 0, None, children))
+        add_field(frame, Field("message", None, -1, 0, None, children))
         shown = _preview(body)
-        frame.info += f" [message {received} octets in {meta[_FRAGS]} fragment{'s' * (meta[_FRAGS] != 1)}" + \
-            (f": {shown}]" if shown else "]")
+        add_info(frame, f" [message {received} octets in {meta[_FRAGS]} fragment{'s' * (meta[_FRAGS] != 1)}"
+                 + (f": {shown}]" if shown else "]"))
 
     # ------------------------------------------------------------------ elsewhere on the conversation
     def ready(self, key: str, handle: int, message_size: int) -> None:
