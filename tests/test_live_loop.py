@@ -112,15 +112,18 @@ def test_max_frames_stops_after_that_many_frames(tmp_path: Path) -> None:
 def test_a_signal_stops_cleanly_with_the_summary_and_a_readable_copy(sig: int, tmp_path: Path) -> None:
     out = tmp_path / "cut.pcapng"
     # Real time: the heartbeat capture lasts 4 s; the signal comes after the first frame.
+    # Unbuffered: communicate() reads the pipe's descriptor itself, so lines a buffered readline()
+    # had already taken from the pipe (several, when the machine is busy) would be lost to the test.
     proc = subprocess.Popen([sys.executable, "-m", "analyzer", "live", "--replay", "captures/amqp091/pika_heartbeat.pcap",
                              "-T", "jsonl", "-w", str(out)], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0,
                             env={**os.environ, "STREAMPROTO_NO_PROGRESS": "1"})
     assert proc.stdout is not None
-    first = proc.stdout.readline()  # printed as soon as it is decoded, not at the end
+    first = proc.stdout.readline().decode()  # printed as soon as it is decoded, not at the end
     assert json.loads(first)["command"]
     proc.send_signal(sig)
-    rest, err = proc.communicate(timeout=60)
+    out_rest, err_bytes = proc.communicate(timeout=60)
+    rest, err = out_rest.decode(), err_bytes.decode()
     assert proc.returncode == 0, err
     assert "Traceback" not in err
     assert "stopped (interrupted)" in err
