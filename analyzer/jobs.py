@@ -25,9 +25,11 @@ import io
 import multiprocessing
 import os
 import pickle
+import queue
 import sys
+import threading
 import traceback
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection as Pipe
 from typing import Any
@@ -40,11 +42,15 @@ from analyzer.packets import LinkDecoder, reverse_key
 
 #: Rendered events a worker sends at once.
 BATCH = 256
+#: Batches the parent takes from a worker ahead of the merge (memory: a few MB per worker).
+READ_AHEAD = 64
 #: Captures smaller than this (bytes, all files) are read by one process when --jobs is not given:
 #: starting workers would cost more than it gains.
 AUTO_MIN_BYTES = 4 << 20
 #: Packets looked at to tell a capture of one conversation (see auto_jobs).
 PEEK = 20_000
+#: The share of those packets one conversation may have for the default to use several jobs.
+DOMINANT = 0.8
 
 Item = tuple[tuple, bool, str]
 
@@ -75,8 +81,8 @@ class _Text(io.StringIO):
 
 def auto_jobs(paths: list[str]) -> int:
     """--jobs by default: the machine's cores; one for a small capture, and for one whose first
-    PEEK packets are all one conversation's (a single long conversation: the other workers would
-    only skip its packets while its text makes a detour through the parent)."""
+    PEEK packets are mostly one conversation's (more than DOMINANT of them): the other workers
+    would only skip its packets while its text makes a detour through the parent."""
     size = 0
     for p in paths:
         try:
@@ -86,25 +92,25 @@ def auto_jobs(paths: list[str]) -> int:
     cores = os.cpu_count() or 1
     if size < AUTO_MIN_BYTES or cores == 1:
         return 1
-    return cores if _several_conversations(paths) else 1
+    return cores if _spread(paths) else 1
 
 
-def _several_conversations(paths: list[str]) -> bool:
-    """Whether the first PEEK packets of the capture belong to more than one 4-tuple."""
+def _spread(paths: list[str]) -> bool:
+    """Whether the first PEEK packets of the capture are spread over several 4-tuples, no one of
+    them carrying more than DOMINANT of the packets."""
     dec = LinkDecoder()
-    seen: set[bytes] = set()
+    seen: Counter[bytes] = Counter()
     try:
         for count, pkt in enumerate(read_packets(order_captures(paths)[0])):
             if count >= PEEK:
                 break
             if dec.decode(pkt) is not None:
                 key = dec.key
-                seen.add(min(key, reverse_key(key)))
-                if len(seen) > 1:
-                    return True
+                seen[min(key, reverse_key(key))] += 1
     except CaptureError:
         pass
-    return False
+    total = sum(seen.values())
+    return len(seen) > 1 and max(seen.values()) <= DOMINANT * total
 
 
 def run(jobs: int, analyzer: Analyzer, display: Any, paths: list[str], make_display: Callable[[Analyzer], Any],
@@ -157,13 +163,25 @@ def run(jobs: int, analyzer: Analyzer, display: Any, paths: list[str], make_disp
 
 
 def _items(pipe: Pipe, state: dict[str, Any], k: int) -> Iterator[Item]:
-    """A worker's keyed texts in order; its closing state into ``state``."""
-    while True:
+    """A worker's keyed texts in order; its closing state into ``state``. A thread takes the
+    worker's batches from its pipe as they come, up to READ_AHEAD of them: without it a worker
+    could run ahead of the others by no more than a pipe's buffer, and the workers of a capture
+    whose conversations take turns would mostly wait for each other."""
+    batches: queue.Queue[bytes | None] = queue.Queue(READ_AHEAD)
+
+    def read() -> None:
         try:
-            msg = pickle.loads(pipe.recv_bytes())
-        except EOFError:
-            raise RuntimeError(f"--jobs worker {k} ended without its results") from None
-        kind, body = msg
+            while True:
+                batches.put(pipe.recv_bytes())
+        except (EOFError, OSError):
+            batches.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    while True:
+        data = batches.get()
+        if data is None:
+            raise RuntimeError(f"--jobs worker {k} ended without its results")
+        kind, body = pickle.loads(data)
         if kind == "items":
             yield from body
         elif kind == "done":

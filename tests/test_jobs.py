@@ -22,7 +22,7 @@ from analyzer.capture import read_packets
 from analyzer.engine import Analyzer
 from analyzer.jobs import auto_jobs
 from analyzer.packets import LinkDecoder
-from analyzer.pcapwrite import CaptureWriter, Segment, ip_packet
+from analyzer.pcapwrite import CaptureWriter, Segment, TcpConversation, ip_packet, write_capture
 
 ROOT = Path(__file__).parent.parent
 RECORDINGS = ["captures/amqp091/pika_heartbeat.pcap", "captures/amqp091/pika_channel_error.pcap",
@@ -169,6 +169,15 @@ def test_default_jobs_are_the_cores_for_a_big_capture_of_several_conversations(
     assert auto_jobs([str(capture)]) == cores
     # One conversation: the other workers would only skip its packets.
     assert auto_jobs([str(ROOT / "captures/amqp091/pika_large.pcap")]) == 1
+    # Two conversations, one of them carrying nearly every packet: one process as well.
+    busy, idle = TcpConversation(("10.0.0.1", 40000), ("10.0.0.2", 5672)), TcpConversation(("10.0.0.3", 40001),
+                                                                                               ("10.0.0.2", 5672))
+    for c, n in ((busy, 400), (idle, 20)):
+        c.handshake()
+        for _ in range(n):
+            c.send("c2s", b"x" * 100)
+    write_capture(str(tmp_path / "dominant.pcap"), [busy, idle])
+    assert auto_jobs([str(tmp_path / "dominant.pcap")]) == 1
     junk = tmp_path / "junk.pcap"
     junk.write_bytes(bytes(5000))
     assert auto_jobs([str(junk)]) == 1  # not a capture: one process reports it
