@@ -339,10 +339,10 @@ def inspect(
             tree=tree, flow=flow, protocol=protocol, max_frames=max_frames, hex=hex, time_format=time_format,
             only_findings=only_findings, quiet=quiet, max_value_size=max_value_size)
 
+    display = make_display(analyzer)
     # One process where the output depends on what was shown before across conversations (-c
     # stops after N frames; -t d times each frame from the previous one shown) and for a stream,
     # which can be read only once.
-    display = make_display(analyzer)
     if max_frames is None and time_format != "d" and not any(is_stream(p) for p in paths):
         from analyzer import jobs as parallel
 

@@ -61,7 +61,8 @@ class Linker:
         #: count); None: the event's own last packet.
         self.position = position
         self._pos = 0
-        # Held events, oldest first: [event, links, waiting] (waiting: a request not yet answered).
+        # Held events, oldest first: [event, links, waiting, position] (waiting: a request not yet
+        # answered; position: the capture's packet count when it came).
         self._queue: deque[list] = deque()
         # Anchors of the held requests, by identity (the response carries the same list object).
         self._waiting: dict[int, list] = {}
