@@ -262,12 +262,6 @@ def _run(analyzer: Analyzer, paths: list[str]) -> tuple[Iterator[Any], list[str]
     return events(), error
 
 
-def _locate(analyzer: Analyzer) -> Callable[[int], tuple[str | None, int]]:
-    """(file, packet within it) of a packet ordinal; asked when used: the analyzer learns whether
-    it reads several files only once reading starts."""
-    return lambda packet: analyzer.locate(packet) if analyzer.multi_file else (None, packet)
-
-
 def _compile_filter(text: str | None, analyzer: Analyzer) -> DisplayFilter | None:
     if text is None:
         return None
@@ -348,11 +342,13 @@ def inspect(
 
         n = jobs if jobs is not None else parallel.auto_jobs(paths)
         if n > 1:
-            display.close(parallel.run(n, analyzer, display, paths, make_display, _run,
+            display.close(parallel.run(n, analyzer, display, paths, make_display, _run, _isatty(sys.stdout),
                                        progress=lambda counts: progress_line(paths, counts)))
             return
     events, error = _run(analyzer, paths)
-    linker = Linker(_locate(analyzer), position=lambda: analyzer.packets)
+    # A bound method, asked when used: the analyzer learns whether it reads several files only once
+    # reading starts.
+    linker = Linker(analyzer.place, position=lambda: analyzer.packets)
 
     def linked() -> Iterator[tuple[Any, Links | None]]:
         yield from linker.link(events)

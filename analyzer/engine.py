@@ -154,10 +154,9 @@ class Analyzer:
         self._texts: tuple[Conversation | None, str, str] = (None, "", "")
         self._texts_prev: tuple[Conversation | None, str, str] = (None, "", "")
         #: (k, n): this analyzer decodes only the conversations of shard k of n (``--jobs``; see
-        #: :meth:`owns`), and
-        #: the capture's own findings only as shard 0. It still follows every conversation far
-        #: enough (SYN, FIN, RST, idle expiry) to number them all as one analyzer would, so that
-        #: n shards' events, merged by :meth:`order_key`, are one analyzer's.
+        #: :meth:`owns`), and the capture's own findings only as shard 0. It still follows every
+        #: conversation far enough (SYN, FIN, RST, idle expiry) to number them all as one analyzer
+        #: would, so that n shards' events, merged by :meth:`order_key`, are one analyzer's.
         self.shard: tuple[int, int] | None = None
         self._capture_owner = True
         if shard is not None:
@@ -238,6 +237,11 @@ class Analyzer:
         """(file, packet number within it) of a packet ordinal; file None when not reading files."""
         return self._capture_files.locate(packet)
 
+    def place(self, packet: int) -> tuple[str | None, int]:
+        """How events name a packet ordinal: (file, number within it) when several files are read
+        as one capture, else (None, the ordinal)."""
+        return self.locate(packet) if self.multi_file else (None, packet)
+
     # ----------------------------------------------------------------- driving
     def run(self, packets: Iterable[RawPacket], *, final: bool = True) -> Iterator[Event]:
         """Every frame and finding, in order. With ``final=False`` the capture is not over: open
@@ -312,15 +316,11 @@ class Analyzer:
                     if (hit is not None and not flags & _SYN_FIN_RST and doff >= 0x50
                             and start <= end <= len(data)):
                         conv = hit.conv
-                        if conv.foreign:  # another shard's: counted, no more (see _foreign_bytes)
+                        if conv.foreign:  # another shard's: counted, no more (before the payload is cut)
                             info = conv.info
                             info.packets += 1
                             info.last_ts = ts
-                            if end > start:
-                                if hit is conv.c2s:
-                                    info.bytes_c2s += end - start
-                                else:
-                                    info.bytes_s2c += end - start
+                            _foreign_bytes(conv, hit, end - start)
                             continue
                         out = fast(hit, seq, ack, flags, data[start:end], number, ts)
                         if out:
@@ -333,7 +333,7 @@ class Analyzer:
                 if seg.truncated and self._capture_owner:
                     self.packets, self.last_ts = count, ts
                     self.truncated_packets += 1
-                    file, local = self.locate(number) if self.multi_file else (None, number)
+                    file, local = self.place(number)
                     f = TRUNCATED_PACKET(f"packet {local}{f' of {file}' if file else ''} was cut by the snap "
                                          f"length ({len(data)} of {pkt.orig_len} bytes captured)")
                     f.frame = number
@@ -372,7 +372,7 @@ class Analyzer:
         info.packets += 1
         info.last_ts = ts
         if conv.foreign:
-            _foreign_bytes(conv, side, payload)
+            _foreign_bytes(conv, side, len(payload))
             return None
         direction = _C2S if conv.c2s is side else _S2C
         if flags & ACK and ack != side.last_ack:
@@ -568,7 +568,7 @@ class Analyzer:
             side.syn(seg.seq)
             if direction is _C2S:
                 conv.isn_client = seg.seq
-        _foreign_bytes(conv, side, seg.payload)
+        _foreign_bytes(conv, side, len(seg.payload))
         if seg.flags & FIN:
             side.fin = True
         if seg.flags & RST or (side.fin and conv.side(direction.other).fin):
@@ -1080,15 +1080,15 @@ def _conv_id(conv: Conversation) -> int:
     return conv.info.id
 
 
-def _foreign_bytes(conv: Conversation, side: Side, payload: bytes) -> None:
+def _foreign_bytes(conv: Conversation, side: Side, size: int) -> None:
     """Count another shard's conversation's bytes as they come (no reassembly: retransmissions
     count twice): what matters here is whether it carried any, which decides whether a new SYN
     on its 4-tuple starts a new conversation (:meth:`Conversation.reopened_by`)."""
-    if payload:
+    if size:
         if side is conv.c2s:
-            conv.info.bytes_c2s += len(payload)
+            conv.info.bytes_c2s += size
         else:
-            conv.info.bytes_s2c += len(payload)
+            conv.info.bytes_s2c += size
 
 
 def _dissector_crash(conv: Conversation, exc: Exception) -> Finding:

@@ -13,8 +13,8 @@ At the end each worker gives its own conversations' rows and counters (:meth:`An
 which the parent adopts for the closing part (footer, the JSON document's flows).
 
 The workers are forked: they start with the parent's loaded dissectors and options, nothing is
-imported twice. Memory stays flat: a pipe per worker, and a worker blocks while the parent has
-not taken its last batch.
+imported twice. Memory stays flat: the parent holds at most READ_AHEAD batches of a worker, and a
+worker blocks while the parent has not taken them.
 """
 
 from __future__ import annotations
@@ -114,16 +114,16 @@ def _spread(paths: list[str]) -> bool:
 
 
 def run(jobs: int, analyzer: Analyzer, display: Any, paths: list[str], make_display: Callable[[Analyzer], Any],
-        events_of: Callable[[Analyzer, list[str]], tuple[Iterator[Any], list[str]]],
+        events_of: Callable[[Analyzer, list[str]], tuple[Iterator[Any], list[str]]], tty: bool,
         progress: Callable[[Callable[[], tuple[int, int]]], Any] | None = None) -> list[str]:
     """Run the capture over ``jobs`` workers and write their text through ``display``, made for
     ``analyzer`` (fresh: it takes the merged totals for the display's closing part); each worker
-    makes its own with ``make_display``. ``progress``, given a function of (packets, conversations)
+    makes its own with ``make_display``; ``tty``: whether standard output is a terminal (the
+    workers' views make the text they would make for it). ``progress``, given a function of (packets, conversations)
     so far, makes a progress line (a context manager) or None. Gives back the reading error, if any."""
     ctx = multiprocessing.get_context("fork")
     # Where the slowest worker is (packets read, conversations seen), for the progress line.
     reached = ctx.RawArray("q", 2 * jobs)
-    tty = _isatty(sys.stdout)
     encoding = getattr(sys.stdout, "encoding", None)
     pipes: list[Pipe] = []
     procs = []
@@ -228,8 +228,7 @@ def _work(k: int, n: int, pipe: Pipe, analyzer: Analyzer, paths: list[str], make
             keys.append(order_key(ev))
             yield ev
 
-    linker = Linker(lambda packet: analyzer.locate(packet) if analyzer.multi_file else (None, packet),
-                    position=lambda: analyzer.packets)
+    linker = Linker(analyzer.place, position=lambda: analyzer.packets)
     batch: list[Item] = []
     seq = 0
     show = display.show
@@ -265,10 +264,3 @@ def _work(k: int, n: int, pipe: Pipe, analyzer: Analyzer, paths: list[str], make
     reached[2 * k], reached[2 * k + 1] = analyzer.packets, analyzer.conversations
     state = {"analyzer": analyzer.shard_state(), "shown": display.shown, "error": error}
     pipe.send_bytes(pickle.dumps(("done", state), pickle.HIGHEST_PROTOCOL))
-
-
-def _isatty(stream: Any) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):
-        return False

@@ -100,8 +100,7 @@ def command(d: Direction, data: bytes, offset: int, enc: Encoding) -> tuple[Fram
 
 
 def _built(frame: LazyFrame, ctx: tuple[list[Field], str, Command | None, dict[str, Any]]) -> tuple[list[Field], str]:
-    fields, name, cmd, values = ctx
-    return fields, info(name, cmd, values)
+    return ctx[0], _quick_info(frame, ctx)
 
 
 def _quick_info(frame: LazyFrame, ctx: tuple[list[Field], str, Command | None, dict[str, Any]]) -> str:
