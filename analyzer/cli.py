@@ -31,7 +31,7 @@ from analyzer.engine import (
     fmt_endpoint,
 )
 from analyzer.filters import DisplayFilter, FilterError
-from analyzer.jsonout import JsonWriter, dumps, finding_json, frame_json, set_max_value
+from analyzer.jsonout import JsonWriter, dumps, dumps_event, finding_json, frame_json, set_max_value
 from analyzer.linking import Linker, Links
 from analyzer.registry import load_dissectors, parse_decode_as, parse_options
 from analyzer.render import Clock, Output, SummaryRenderer, TreeRenderer, table
@@ -393,7 +393,7 @@ class Display:
         if format in (Format.jsonl, Format.json):
             writer = self.writer = JsonWriter(sys.stdout)
             if format is Format.jsonl:
-                line = writer.line
+                line = writer.event
 
                 def on_frame(ev: Frame, links: Links | None) -> None:
                     line(frame_json(ev, links, code_parts))
@@ -408,10 +408,10 @@ class Display:
                 writer.write('{"capture":' + dumps(capture) + ',\n"frames":[')
 
                 def on_frame(ev: Frame, links: Links | None) -> None:
-                    self.put(True, dumps(frame_json(ev, links, code_parts)))
+                    self.put(True, dumps_event(frame_json(ev, links, code_parts)))
 
                 def on_finding(ev: Finding) -> None:
-                    self.put(False, dumps(finding_json(ev)))
+                    self.put(False, dumps_event(finding_json(ev)))
         elif format is Format.summary:
             on_frame, on_finding = summary.frame, summary.finding
         else:

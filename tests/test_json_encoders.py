@@ -1,0 +1,86 @@
+"""The two JSON encoders of frames and findings (analyzer/jsonout.py): orjson where installed, the
+standard library otherwise or with STREAMPROTO_JSON=stdlib. Both must write the same JSON values,
+object by object, on every bundled capture; the objects orjson refuses take the standard library's
+way and come out as they did before orjson was used."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import analyzer.jsonout as jsonout
+from analyzer.api import Finding, Frame
+from analyzer.engine import Analyzer
+from analyzer.jsonout import dumps, dumps_event, finding_json, frame_json
+from analyzer.registry import load_dissectors
+
+ROOT = Path(__file__).resolve().parent.parent
+CAPTURES = sorted(p for p in (ROOT / "captures").rglob("*") if p.suffix in (".pcap", ".pcapng", ".gz"))
+
+
+def _same(a: object, b: object) -> bool:
+    """Equal JSON values, floats bit for bit (a NaN never gets here: the contract spells it out)."""
+    if isinstance(a, float) or isinstance(b, float):
+        return type(a) is type(b) and math.copysign(1.0, a) == math.copysign(1.0, b) and a == b  # type: ignore[arg-type]
+    if isinstance(a, dict):
+        return isinstance(b, dict) and list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return isinstance(b, list) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return type(a) is type(b) and a == b
+
+
+def test_orjson_is_there():
+    """It is a dependency: where it is missing the outputs are right but slower, so say so here."""
+    assert jsonout.encoder() == "orjson"
+
+
+@pytest.mark.parametrize("capture", CAPTURES, ids=lambda p: str(p.relative_to(ROOT / "captures")))
+def test_both_encoders_write_the_same_values(capture: Path):
+    analyzer = Analyzer(dissectors=load_dissectors())
+    objects = 0
+    for ev in analyzer.run_files([str(capture)]):
+        if isinstance(ev, Frame):
+            obj = frame_json(ev)
+        elif isinstance(ev, Finding):
+            obj = finding_json(ev)
+        else:
+            continue
+        fast, slow = dumps_event(obj), dumps(obj)
+        assert _same(json.loads(fast), json.loads(slow)), (capture, fast, slow)
+        objects += 1
+    assert objects
+
+
+def test_refused_objects_take_the_standard_library():
+    # A lone surrogate (undecodable wire bytes kept as text) and an integer beyond 64 bits.
+    for obj in ({"type": "frame", "info": "bad \udcff byte"}, {"type": "frame", "code": 1 << 70},
+                {"type": "frame", "code": -(1 << 70)}):
+        assert dumps_event(obj) == dumps(obj)
+
+
+def test_the_cli_with_either_encoder(tmp_path: Path):
+    """End to end, both views that write frames: the same values, and with the standard library
+    the texts are those of plain json.dumps."""
+    capture = ROOT / "captures" / "amqp091" / "pika_consume.pcap"
+    for fmt in ("jsonl", "json"):
+        outs = {}
+        for enc in ("orjson", "stdlib"):
+            env = {**os.environ, "STREAMPROTO_JSON": enc}
+            run = subprocess.run([sys.executable, "-m", "analyzer", "inspect", "-j", "1", "-T", fmt, str(capture)],
+                                 capture_output=True, env=env, cwd=ROOT, check=True)
+            outs[enc] = run.stdout
+        if fmt == "jsonl":
+            a = [json.loads(x) for x in outs["orjson"].splitlines()]
+            b = [json.loads(x) for x in outs["stdlib"].splitlines()]
+            assert len(a) == len(b) > 10
+            assert all(_same(x, y) for x, y in zip(a, b, strict=True))
+            for line in outs["stdlib"].splitlines():
+                assert line.decode() == json.dumps(json.loads(line), ensure_ascii=False, separators=(",", ":"))
+        else:
+            assert _same(json.loads(outs["orjson"]), json.loads(outs["stdlib"]))
