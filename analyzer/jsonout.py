@@ -116,6 +116,14 @@ def fields_json(fields: Sequence[Field]) -> dict[str, Any]:
 
 
 def field_json(f: Field, name: str = "") -> Any:
+    if type(f) is not Field:
+        # A Field subclass may give its JSON value without building its children (a stream chunk's
+        # records: thousands per frame); None from it: the tree's way.
+        direct = getattr(f, "json_value", None)
+        if direct is not None:
+            value = direct()
+            if value is not None:
+                return value
     if f.children is None:
         value = f.value
         return value if value is None or type(value) in _SCALARS else plain(value, name or f.name)

@@ -14,6 +14,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from analyzer.api import Field
+from analyzer.jsonout import fields_json
+from analyzer.jsonout import plain as json_plain
 
 SECTIONS: dict[int, str] = {
     0x70: "header",
@@ -278,12 +280,12 @@ def _value_field(name: str, v: Any, off: int, size: int) -> Field:
     return Field(name, v, off, size, display)
 
 
-def message_fields(buf: bytes | memoryview, off: int, end: int, base: int) -> list[Field] | None:
-    """Sections of an AMQP 1.0 message in ``buf[off:end]``; Field offsets are ``base``-relative
-    (pass -1 as base to mark the bytes as not on the wire, e.g. decompressed). None if not AMQP."""
+def _sections(buf: bytes | memoryview, off: int, end: int) -> list[tuple[str, Any, int, int]] | None:
+    """The described sections of an AMQP 1.0 message in ``buf[off:end]``: (name, value, start
+    relative to ``off``, size) each; None if the bytes are not such a message."""
     if end - off < 3 or buf[off] != 0x00:
         return None
-    out: list[Field] = []
+    out: list[tuple[str, Any, int, int]] = []
     pos = off
     try:
         while pos < end:
@@ -299,12 +301,89 @@ def message_fields(buf: bytes | memoryview, off: int, end: int, base: int) -> li
             if type(code) is not int or code not in SECTIONS:
                 raise AmqpError(f"unknown section descriptor {code!r}")
             val, p = decode_value(buf, p, end, 1)
-            at = pos - off + base if base >= 0 else -1
-            out.append(_section(SECTIONS[code], val, at, p - pos))
+            out.append((SECTIONS[code], val, pos - off, p - pos))
             pos = p
     except AmqpError:
         return None
-    return _lists(out)
+    return out
+
+
+def message_fields(buf: bytes | memoryview, off: int, end: int, base: int) -> list[Field] | None:
+    """Sections of an AMQP 1.0 message in ``buf[off:end]``; Field offsets are ``base``-relative
+    (pass -1 as base to mark the bytes as not on the wire, e.g. decompressed). None if not AMQP."""
+    sections = _sections(buf, off, end)
+    if sections is None:
+        return None
+    return _lists([_section(name, val, at + base if base >= 0 else -1, size) for name, val, at, size in sections])
+
+
+def message_json(buf: bytes | memoryview, off: int, end: int) -> dict[str, Any] | None:
+    """What :func:`analyzer.jsonout.fields_json` makes of :func:`message_fields`, made without
+    the Field tree (a stream Deliver carries thousands of messages; the tree is most of the cost of
+    their JSON). None if the bytes are not an AMQP 1.0 message. tests/test_rabbitmq_stream_json.py
+    proves both equal on every message of every capture and on random messages."""
+    sections = _sections(buf, off, end)
+    if sections is None:
+        return None
+    if len(sections) > 1:
+        once = [s[0] for s in sections if s[0] not in REPEATABLE]
+        if len(set(once)) != len(once):  # a section repeated that may not be: the tree's way
+            return fields_json(_lists([_section(name, val, -1, 0) for name, val, _at, _size in sections]))
+    # Values in the tree's order (which is the order values are cut in): a repeatable section's
+    # occurrences as one list where the first one stands, as _lists makes it.
+    out: dict[str, Any] = {}
+    for name, val, _at, _size in sections:
+        if name not in REPEATABLE:
+            out[name] = val
+        elif name in out:
+            out[name].append(val)
+        else:
+            out[name] = [val]
+    for name, val in out.items():
+        out[name] = [_section_json(name, v) for v in val] if name in REPEATABLE else _section_json(name, val)
+    return out
+
+
+def _section_json(name: str, val: Any) -> Any:
+    """The JSON value of :func:`_section`'s node (as a list element too: its leaves are named by
+    the section, the list's name, either way)."""
+    if name in ("header", "properties") and isinstance(val, list):
+        names = HEADER_FIELDS if name == "header" else PROPERTY_FIELDS
+        out: dict[str, Any] = {}
+        for i, v in enumerate(val):
+            if v is not None:
+                key = names[i] if i < len(names) else f"[{i}]"
+                out[key] = _value_json(key, v)
+        return out
+    if isinstance(val, dict):
+        return _map_json(val)
+    return _value_json(name, val)
+
+
+def _map_json(val: dict[Any, Any]) -> dict[str, Any]:
+    for k in val:
+        if type(k) is not str:
+            break
+    else:  # text keys (the usual application properties): distinct as they are
+        return {k: _value_json(k, x) for k, x in val.items()}
+    keys = [str(k) for k in val]
+    if len(set(keys)) != len(keys):  # keys alike as text: the tree's rule for repeated names
+        return fields_json([_value_field(k, x, -1, 0) for k, x in zip(keys, val.values(), strict=True)])
+    return {k: _value_json(k, x) for k, x in zip(keys, val.values(), strict=True)}
+
+
+def _value_json(name: str, v: Any) -> Any:
+    """The JSON value of :func:`_value_field`'s node."""
+    if v is None or type(v) in _JSON_SCALARS:
+        return v
+    if isinstance(v, dict):
+        return _map_json(v)
+    if isinstance(v, (Described, list)):
+        return json_plain(plain(v), name)
+    return json_plain(v, name)
+
+
+_JSON_SCALARS = (int, str, bool)  # as analyzer.jsonout writes them: as they are
 
 
 #: Sections a message may carry more than once: always a list node, so their JSON type is stable.

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from analyzer.api import Field
+from analyzer.jsonout import fields_json
 from dissectors.kit import inflate
 from dissectors.rabbitmq_stream import amqp
 
@@ -127,6 +128,29 @@ class RecordField(_LazyChildren):
             kids.append(Field("amqp", None, at + base if wire else -1, n if wire else 0, "AMQP 1.0 message",
                               sections))
         return kids
+
+    def json_value(self) -> dict[str, Any] | None:
+        """The record's JSON value without its field tree (see :func:`analyzer.jsonout.field_json`);
+        None: the tree's way (a message that is not AMQP 1.0, or a tree already built)."""
+        if _BASE_CHILDREN.__get__(self) is not None:
+            return None
+        at, n = self._at, self._len
+        sections = amqp.message_json(self._buf, at, at + n)
+        if sections is None:
+            return None
+        value = self.value
+        offset = value is not None and self.name == "record"
+        if self._extra is None and (type(value) is int or not offset):  # JSON as they are
+            return {"offset": value, "length": n, "amqp": sections} if offset else {"length": n, "amqp": sections}
+        kids = list(self._extra or ())
+        if offset:
+            kids.insert(0, Field("offset", value))
+        kids.append(Field("length", n))
+        out = fields_json(kids)
+        if "amqp" in out:
+            return None
+        out["amqp"] = sections
+        return out
 
 
 class LazyField(_LazyChildren):

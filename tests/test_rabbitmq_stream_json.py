@@ -1,0 +1,128 @@
+"""A stream message's JSON made without its field tree (amqp.message_json, RecordField.json_value)
+is the JSON of the tree (fields_json of message_fields / of the record's children): the same text,
+and the same values cut by --max-value-size, in the same order. On every message of every
+RabbitMQ Stream capture, and on random messages of every section and value kind."""
+
+from __future__ import annotations
+
+import math
+import struct
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import analyzer.jsonout as jsonout
+from analyzer.api import Field, Frame
+from analyzer.engine import Analyzer
+from analyzer.jsonout import dumps, field_json, fields_json, set_max_value
+from analyzer.registry import load_dissectors
+from dissectors.rabbitmq_stream import amqp
+from dissectors.rabbitmq_stream.amqp import Described, Symbol, Timestamp, encode_value
+from dissectors.rabbitmq_stream.chunk import RecordField
+
+ROOT = Path(__file__).resolve().parent.parent
+CAPTURES = sorted((ROOT / "captures" / "rabbitmq_stream").rglob("*.pcap*"))
+
+
+def _records(fields: list[Field]) -> list[RecordField]:
+    out = []
+    for f in fields:
+        if isinstance(f, RecordField):
+            out.append(f)
+        elif f.children:
+            out.extend(_records(f.children))
+    return out
+
+
+def _fresh(r: RecordField) -> RecordField:
+    return RecordField(r.name, r.value, r.offset, r.size, r._buf, r._at, r._len, r._base, r._extra)
+
+
+def _with_cuts(make: Any) -> tuple[str, list[dict[str, Any]]]:
+    """The JSON text of what ``make()`` gives and the values it cut, as frame_json records them."""
+    jsonout._CUT.clear()
+    text = dumps(make())
+    cut = jsonout._CUT[:]
+    jsonout._CUT.clear()
+    return text, cut
+
+
+def test_every_record_of_every_capture():
+    records = direct = 0
+    for capture in CAPTURES:
+        analyzer = Analyzer(dissectors=load_dissectors())
+        for ev in analyzer.run_files([str(capture)]):
+            if not isinstance(ev, Frame) or ev.protocol != "rabbitmq_stream":
+                continue
+            for rec in _records(ev.fields):
+                fast = _fresh(rec)
+                if fast.json_value() is not None:
+                    direct += 1
+                tree = _fresh(rec)
+                assert _with_cuts(lambda f=fast: field_json(f, "records")) == \
+                    _with_cuts(lambda r=tree: fields_json(r.children)), capture
+                records += 1
+    assert records > 1000 and direct > 1000, (records, direct)
+
+
+# Random messages: every section, values of every kind the decoder makes.
+_scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**63), 2**63 - 1),
+    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=20),
+    st.binary(max_size=20), st.builds(Symbol, st.text(alphabet="abcxyz:.-", max_size=8)),
+    st.builds(Timestamp, st.integers(-(2**40), 2**40)))
+_keys = st.one_of(st.text(max_size=4), st.builds(Symbol, st.sampled_from(["a", "b", "1"])), st.integers(0, 3),
+                  st.sampled_from(["a", "1", "x-key"]))
+_values = st.recursive(
+    _scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(_keys, inner, max_size=3),
+                            st.builds(Described, st.one_of(st.builds(Symbol, st.just("d:x")), st.integers(0, 9)), inner)),
+    max_leaves=8)
+_section = st.one_of(
+    st.tuples(st.just(0x70), st.lists(_values, max_size=7)),  # header: a list, names by position
+    st.tuples(st.just(0x73), st.lists(_values, max_size=15)),  # properties
+    st.tuples(st.sampled_from([0x71, 0x72, 0x74, 0x78]), st.dictionaries(_keys, _values, max_size=4)),
+    st.tuples(st.just(0x75), st.binary(max_size=40)),  # data (repeatable)
+    st.tuples(st.just(0x76), st.lists(_values, max_size=3)),  # amqp_sequence (repeatable)
+    st.tuples(st.sampled_from([0x70, 0x73, 0x75, 0x77]), _values),  # any value where another is due
+)
+
+
+def _message(sections: list[tuple[int, Any]]) -> bytes:
+    return b"".join(b"\x00\x53" + bytes([code]) + encode_value(v) for code, v in sections)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_section, min_size=1, max_size=5), st.sampled_from([0, 4, 1 << 20]))
+def test_random_messages(sections: list[tuple[int, Any]], limit: int):
+    buf = _message(sections)
+    set_max_value(limit)
+    try:
+        tree = amqp.message_fields(buf, 0, len(buf), 0)
+        direct = amqp.message_json(buf, 0, len(buf))
+        assert (tree is None) == (direct is None)
+        if tree is not None:
+            assert _with_cuts(lambda: amqp.message_json(buf, 0, len(buf))) == _with_cuts(lambda: fields_json(tree))
+            # And as a record of a chunk, with and without its offset.
+            frame = struct.pack(">I", len(buf)) + buf
+            for name, value in (("record", 7), ("message", None)):
+                rec = RecordField(name, value, 0, len(frame), frame, 4, len(buf), 0)
+                tree = _fresh(rec)
+                assert _with_cuts(lambda r=rec: field_json(r, "records")) == \
+                    _with_cuts(lambda r=tree: fields_json(r.children))
+    finally:
+        set_max_value(jsonout.MAX_VALUE)
+
+
+def test_keys_alike_as_text_and_repeated_sections_take_the_trees_way():
+    # 1 and "1" are one name in JSON: the tree lists both values under it, so must the direct way.
+    buf = _message([(0x74, {1: "int", "1": "text"}), (0x70, [True]), (0x70, [False]), (0x75, b"a"), (0x75, b"b")])
+    tree = amqp.message_fields(buf, 0, len(buf), 0)
+    assert tree is not None
+    want = fields_json(tree)
+    assert want["application_properties"] == {"1": ["int", "text"]}
+    assert want["header"] == [{"durable": True}, {"durable": False}] and want["data"] == ["a", "b"]
+    assert amqp.message_json(buf, 0, len(buf)) == want
+    assert math.isnan(amqp.decode_value(encode_value(math.nan), 0, 9)[0])  # the encoder writes NaN as it is
