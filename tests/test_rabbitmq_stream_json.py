@@ -126,3 +126,31 @@ def test_keys_alike_as_text_and_repeated_sections_take_the_trees_way():
     assert want["header"] == [{"durable": True}, {"durable": False}] and want["data"] == ["a", "b"]
     assert amqp.message_json(buf, 0, len(buf)) == want
     assert math.isnan(amqp.decode_value(encode_value(math.nan), 0, 9)[0])  # the encoder writes NaN as it is
+
+
+def _tree(f: Field) -> tuple:
+    kids = f.children
+    return (f.name, f.value if not isinstance(f.value, memoryview) else bytes(f.value), f.offset, f.size,
+            f.display, f.is_list, None if kids is None else [_tree(c) for c in kids])
+
+
+def test_publish_sub_batches_are_built_when_read_and_alike(monkeypatch):
+    """A Publish's sub-batch records are checked at once and listed when first read: the same
+    tree as listing them at once, compressed or not."""
+    from dissectors.rabbitmq_stream import chunk
+    from dissectors.rabbitmq_stream.layouts import PublishEntries
+
+    body = [amqp.encode_message(f"m{i}".encode() * (i + 1), application_properties={"i": i}) for i in range(5)]
+    value = [{"publishing_id": 1, "sub_batch": body, "compression": 0}, {"publishing_id": 2, "message": b"x"},
+             {"publishing_id": 3, "sub_batch": body[:3], "compression": 1}]
+    layout = PublishEntries(1)
+    raw = layout.write(value)
+    lazy, end = layout.read("messages", memoryview(raw), 0, len(raw))
+    assert end == len(raw)
+    later = [sb.children[-1] for sb in lazy.children if sb.children and sb.children[-1].name == "records"]
+    assert len(later) == 2 and all(isinstance(r, chunk.LazyField) for r in later)
+    eager_entries = chunk.decode_entries
+    monkeypatch.setattr(chunk, "decode_entries", lambda *a, **k: eager_entries(*a, **{**k, "lazy": False}))
+    eager, _ = layout.read("messages", memoryview(raw), 0, len(raw))
+    assert _tree(lazy) == _tree(eager)
+    assert [len(r.children) for r in later] == [5, 3]

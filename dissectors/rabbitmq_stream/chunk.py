@@ -191,12 +191,16 @@ class ChunkProblem:
 
 def decode_entries(buf: bytes, pos: int, end: int, base: int, n_entries: int, first_offset: int | None,
                    problems: ChunkProblem, draft: bool = False, first_index: int = 0,
-                   build: bool = True) -> tuple[list[Field], int, int]:
+                   build: bool = True, lazy: bool = False) -> tuple[list[Field], int, int]:
     """Entries in ``buf[pos:end]``; returns (entry fields, records seen, end position).
 
     ``base`` turns buffer positions into frame-relative offsets (frame start = ``-base``).
     Records get offsets ``first_offset + i`` when ``first_offset`` is known (Deliver).
     Without ``build`` (scan_entries) the same checks run and no Field is made (none returned).
+    With ``lazy``, a sub-batch's records are checked now and their list is made when first read
+    (a Publish of sub-batches is decoded eagerly; only a view that shows it needs its records).
+    Only for callers that give up the frame's tree when ``problems`` has errors or limits: the
+    list is made again with a budget of its own, which is then never the shortfall.
     """
     out: list[Field] = []
     append = out.append
@@ -237,7 +241,7 @@ def decode_entries(buf: bytes, pos: int, end: int, base: int, n_entries: int, fi
             break
         comp = (flags >> 4) & 7
         records, got = _sub_batch_records(buf, body, dlen, comp, count, ulen, base, first_offset, rec, problems,
-                                          i - 1, build)
+                                          i - 1, build and not lazy)
         if build:
             f_off = pos - base
             kids = [
@@ -247,7 +251,11 @@ def decode_entries(buf: bytes, pos: int, end: int, base: int, n_entries: int, fi
             if ulen is not None:
                 kids.append(Field("uncompressed_length", ulen, f_off + 3, 4))
             kids.append(Field("data_length", dlen, f_off + sub.size - 4, 4))
-            kids.append(Field("records", got, body - base, dlen, None, records, True))
+            if lazy and not records:  # checked, nothing built (else: shown compressed, built already)
+                kids.append(LazyField("records", got, body - base, dlen, _records_later(
+                    buf, body, dlen, comp, count, ulen, base, first_offset, rec, i - 1)))
+            else:
+                kids.append(Field("records", got, body - base, dlen, None, records, True))
             append(Field("sub_batch", count, f_off, sub.size + dlen, f"{count} records, {COMPRESSION[comp]}", kids))
         rec += count
         pos = body + dlen
@@ -283,6 +291,14 @@ def scan_entries(buf: bytes, pos: int, end: int, n_entries: int, first_offset: i
         rec += 1
         i += 1
     return i, rec, pos
+
+
+def _records_later(buf: bytes, body: int, dlen: int, comp: int, count: int, ulen: int | None, base: int,
+                   first_offset: int | None, rec: int, entry: int) -> Callable[[], list[Field]]:
+    def build() -> list[Field]:
+        return _sub_batch_records(buf, body, dlen, comp, count, ulen, base, first_offset, rec, ChunkProblem(),
+                                  entry)[0]
+    return build
 
 
 def _sub_batch_records(buf: bytes, body: int, dlen: int, comp: int, count: int, ulen: int | None, base: int,

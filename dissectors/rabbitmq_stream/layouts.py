@@ -78,7 +78,7 @@ class PublishEntries(WireType):
                 raise DecodeError(f"{name}[{i}]: message length needs 4 bytes", off)
             if raw[off] & 0x80 and self.version == 1 and not self.draft:
                 problems = problems or ch.ChunkProblem()
-                entries, _recs, new = ch.decode_entries(raw, off, end, 0, 1, None, problems)
+                entries, _recs, new = ch.decode_entries(raw, off, end, 0, 1, None, problems, lazy=True)
                 if problems.errors or problems.limits or not entries:
                     raise DecodeError(f"{name}[{i}]: " + "; ".join(problems.errors or problems.limits
                                                                    or ["bad sub-batch"]), off)
