@@ -146,9 +146,9 @@ class RecordField(_LazyChildren):
         if offset:
             kids.insert(0, Field("offset", value))
         kids.append(Field("length", n))
-        out = fields_json(kids)
-        if "amqp" in out:
+        if any(k.name == "amqp" for k in kids):  # before anything is converted (and cut): the tree's way
             return None
+        out = fields_json(kids)
         out["amqp"] = sections
         return out
 
