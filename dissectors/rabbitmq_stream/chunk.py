@@ -52,9 +52,16 @@ def _codec(name: str) -> Callable[[bytes, int], bytes] | None:
     return lambda data, limit: inflate.inflate(name, data, limit)
 
 
-DECOMPRESSORS: dict[int, Callable[[bytes, int], bytes] | None] = {
-    0: _none, **{code: _codec(name) for code, name in CODECS.items()},
-}
+class _Decompressors(dict):  # type: ignore[type-arg]
+    """Compression code -> decompressor (None: the codec's library is missing), each looked up when
+    first needed: importing snappy, lz4 and zstandard costs 30 ms, on every start otherwise."""
+
+    def __missing__(self, code: int) -> Callable[[bytes, int], bytes] | None:
+        dec = self[code] = _codec(CODECS[code])
+        return dec
+
+
+DECOMPRESSORS: dict[int, Callable[[bytes, int], bytes] | None] = _Decompressors({0: _none})
 
 
 def gzip_compress(data: bytes) -> bytes:
@@ -307,7 +314,7 @@ def _sub_batch_records(buf: bytes, body: int, dlen: int, comp: int, count: int, 
     if comp == 0:
         data, dbase, start, stop = buf, -base, body, body + dlen
     else:
-        dec = DECOMPRESSORS.get(comp)
+        dec = DECOMPRESSORS[comp] if comp in CODECS else None
         if dec is None:
             problems.notes.append(f"entry {entry}: {COMPRESSION[comp]} sub-batch shown compressed "
                                   f"(no decoder available)")
