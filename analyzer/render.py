@@ -229,6 +229,8 @@ class SummaryRenderer:
     def __init__(self, out: Output, t0: float, clock: Clock | None = None) -> None:
         self.out = out
         self.clock = clock or Clock("r", t0)
+        #: (src, dst, direction, protocol) -> the line's middle, made safe once per direction.
+        self._mids: dict[tuple[str, str, str, str], str] = {}
 
     @property
     def t0(self) -> float:
@@ -242,12 +244,25 @@ class SummaryRenderer:
         out = self.out
         if out.console is None:
             # Plain text (a pipe or file, the bulk case): the same line as below, written at once.
-            text = (f"{fr.file} " if fr.file is not None else "") + (
-                f"{fr.packets[1]:>7} {self.clock(fr.ts):>11} {endpoints(fr, out.arrows)} {fr.protocol:<16}"
-                f"{fr.size:>7} {clip(fr.info or fr.command, TEXT_LIMIT)}")
+            # safe() escapes character by character, so the parts that cannot need it (numbers, the
+            # time) skip it and the endpoints and protocol go through it once per direction.
+            key = (fr.src, fr.dst, fr.direction, fr.protocol)
+            mid = self._mids.get(key)
+            if mid is None:
+                if len(self._mids) >= 4096:  # many short conversations: keep the table small
+                    self._mids.clear()
+                mid = self._mids[key] = safe(f" {endpoints(fr, out.arrows)} {fr.protocol:<16}")
+            clock = self.clock
+            when = f"{fr.ts - clock.t0:>11.6f}" if clock.mode == "r" else f"{clock(fr.ts):>11}"
+            info = fr.info or fr.command
+            if len(info) > TEXT_LIMIT:
+                info = clip(info, TEXT_LIMIT)
+            text = f"{fr.packets[1]:>7} {when}{mid}{fr.size:>7} {safe(info)}"
+            if fr.file is not None:
+                text = safe(f"{fr.file} ") + text
             if links is not None:
-                text += f"  [{'; '.join(link_texts(links))}]"
-            out.stream.write(safe(text) + "\n")
+                text += safe(f"  [{'; '.join(link_texts(links))}]")
+            out.stream.write(text + "\n")
         else:
             file: list[Part] = [(f"{fr.file} ", "dim")] if fr.file is not None else []
             link: list[Part] = []

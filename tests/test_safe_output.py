@@ -102,6 +102,18 @@ def test_text_views_escape_everything(capture: Path, fmt: str):
     assert out.count("hostile.text") == len(ATTACKS)
 
 
+@pytest.mark.parametrize("fmt", ["tree", "summary"])
+def test_file_names_are_escaped_in_the_views(capture: Path, fmt: str):
+    """Several files: each frame names its file, and a file name is as untrusted as the capture."""
+    named = capture.with_name("a\x1b[2Jb\u202e.pcap")
+    named.write_bytes(capture.read_bytes())
+    r = CliRunner().invoke(cli.app, ["inspect", str(named), str(capture), "-T", fmt], catch_exceptions=False)
+    assert r.exit_code == 0
+    out = r.stdout_bytes.decode("utf-8")
+    assert RAW.search(out) is None, repr(RAW.search(out))
+    assert "a\\x1b[2Jb\\u202e.pcap" in out
+
+
 @pytest.mark.parametrize("fmt", ["json", "jsonl"])
 def test_json_is_strict_utf8(capture: Path, fmt: str):
     r = CliRunner().invoke(cli.app, ["inspect", str(capture), "-T", fmt], catch_exceptions=False)
