@@ -326,6 +326,9 @@ def inspect(
     if jobs is not None and jobs < 1:
         raise fail(f"--jobs must be 1 or more, not {jobs}")
     analyzer = _analyzer(decode_as, idle_timeout, option, dialect)
+    # Only frames with findings are shown: the analyzer need not give back the others (it still
+    # gives back what the linker needs to name a shown frame's request or response).
+    analyzer.findings_only = only_findings
 
     def make_display(analyzer: Analyzer) -> Display:
         return Display.from_options(
