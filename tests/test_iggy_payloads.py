@@ -451,6 +451,31 @@ def test_metadata_length_and_index_position_and_reserved():
     assert kinds(M.decode_send_messages("C", bytes(bad), 0, len(bad)).problems) == ["reserved"]
 
 
+def test_index_entries_are_made_when_read_with_what_the_check_said():
+    """The index is checked from its numbers and its entries made later: the same fields, with
+    each position's verdict, as reading them at once gives."""
+    data = bytearray(M.encode_send_messages("Z2", 1, 1, [{"id": i, "payload": b"x" * i} for i in range(1, 4)]))
+    meta = struct.unpack_from("<I", data)[0]
+    data[4 + meta + 16 + 4] ^= 1  # entry 1: wrong position
+    data[4 + meta + 32] = 7  # entry 2: offset not 0
+    r = M.decode_send_messages("Z2", bytes(data), 0, len(data))
+    assert [k for k, _ in r.problems] == ["size", "value"] and "index entry 2: offset is 7" in r.problems[1][1]
+    index = next(f for f in r.fields if f.name == "index")
+    want = []
+    mv = memoryview(bytes(data))
+    at = index.offset
+    for i in range(3):
+        kids, _ = M.INDEX_ENTRY.read_fields(mv, at + 16 * i, at + 16 * i + 16)
+        want.append((f"[{i}]", kids[1].value, at + 16 * i, 16, [(k.name, k.value, k.offset, k.size) for k in kids]))
+    got = index.children
+    assert [(e.name, e.value, e.offset, e.size, [(k.name, k.value, k.offset, k.size) for k in e.children])
+            for e in got] == want
+    ends = [f.offset + f.size for f in next(f for f in r.fields if f.name == "messages").children
+            if f.name.startswith("[")]
+    assert got[0].display == "position ok" and got[2].display == "position ok"
+    assert got[1].display == f"position should be {ends[1] - (index.offset + index.size)}"
+
+
 def test_payload_over_limit_and_overrun():
     frame = bytearray(_z_frame("C", 1, b"x", b"", checksum=False))
     frame[52:56] = struct.pack("<I", 10_000_001)

@@ -61,6 +61,7 @@ from dissectors.iggy.types import (
     Decoded,
     problems_of,
 )
+from dissectors.kit.lazy import LazyField
 from dissectors.schema import DecodeError, F, Fixed, Struct
 
 DIALECTS = ("L0", "L1", "Z1", "Z2", "C", "V")
@@ -713,18 +714,19 @@ def decode_send_messages(dialect: str, buf: bytes | memoryview, start: int, end:
                                         f"{end - off} bytes left"))
             fields.append(w.rest("rest", off, end))
             return Decoded(fields, _info(stream, topic, 0), w.problems)
+        # The index is checked from its numbers; its entries' fields are made when a view reads them
+        # (a send of thousands of messages would otherwise make four Fields a message for nothing).
         idx_at = off
-        index: list[Field] = []
-        for i in range(count):
-            kids, off = INDEX_ENTRY.read_fields(w.mv, off, end)
-            index.append(Field(f"[{i}]", kids[1].value, off - 16, 16, None, kids))
-        fields.append(Field("index", count, idx_at, off - idx_at, None, index, True))
+        off += count * 16
+        index = list(_INDEX.iter_unpack(w.mv[idx_at:off]))
+        displays: list[str] = []  # filled below, read when the entries are made
+        fields.append(LazyField("index", count, idx_at, off - idx_at, _index_entries(w.raw, idx_at, count, displays)))
         msg_at = off
         items, off = _frames(w, off, end, None)
         fields.append(_messages_field(items, msg_at, off))
         n = fields[-1].value
         _count_check(w, count, n)
-        _check_index(w, index, items, msg_at)
+        displays += _check_index(w, index, items, msg_at)
         _trailing(w, fields, off, end)
     except DecodeError as e:
         w.problems.append(("size", str(e)))
@@ -734,13 +736,31 @@ def decode_send_messages(dialect: str, buf: bytes | memoryview, start: int, end:
     return Decoded(fields, _info(stream, topic, n), w.problems)
 
 
-def _check_index(w: _Walk, index: list[Field], items: list[Field], msg_at: int) -> None:
-    """Index entries: offset and timestamp 0 (errors 4031/4032), position = cumulative message end.
-    One problem per kind, so a wrong table does not drown the others."""
+_INDEX = struct.Struct("<IIQ")  # INDEX_ENTRY's offset, position, timestamp
+
+
+def _index_entries(raw: bytes, at: int, count: int, displays: list[str]) -> Any:
+    """The index's entries as fields, made when first read; ``displays``: what _check_index said
+    of each entry's position (the entries past the last message have nothing said)."""
+    def build() -> list[Field]:
+        mv = memoryview(raw)
+        out: list[Field] = []
+        off = at
+        for i in range(count):
+            kids, off = INDEX_ENTRY.read_fields(mv, off, off + 16)
+            out.append(Field(f"[{i}]", kids[1].value, off - 16, 16, displays[i] if i < len(displays) else None, kids))
+        return out
+    return build
+
+
+def _check_index(w: _Walk, index: list[tuple[int, int, int]], items: list[Field], msg_at: int) -> list[str]:
+    """Index entries (offset, position, timestamp): offset and timestamp 0 (errors 4031/4032),
+    position = cumulative message end. One problem per kind, so a wrong table does not drown the
+    others. Returns what to show beside each position, for the entries that have a message."""
     seen: set[str] = set()
     frames = [f for f in items if f.name.startswith("[")]
-    for i, e in enumerate(index):
-        o, pos, ts = (k.value for k in e.children or ())
+    displays: list[str] = []
+    for i, (o, pos, ts) in enumerate(index):
         if o and "o" not in seen:
             seen.add("o")
             w.problems.append(("value", f"index entry {i}: offset is {o}, must be 0"))
@@ -749,10 +769,11 @@ def _check_index(w: _Walk, index: list[Field], items: list[Field], msg_at: int) 
             w.problems.append(("value", f"index entry {i}: timestamp is {ts}, must be 0"))
         if i < len(frames):
             want = frames[i].offset + frames[i].size - msg_at
-            e.display = "position ok" if pos == want else f"position should be {want}"
+            displays.append("position ok" if pos == want else f"position should be {want}")
             if pos != want and "p" not in seen:
                 seen.add("p")
                 w.problems.append(("size", f"index entry {i}: position {pos}, message {i} ends at {want}"))
+    return displays
 
 
 def decode_polled(dialect: str, buf: bytes | memoryview, start: int, end: int) -> Decoded:

@@ -16,8 +16,9 @@ from typing import Any
 
 from analyzer.api import Direction, Field, Finding, Frame
 
-_FIELDS = Frame.__dict__["fields"]  # the slot descriptors of the base dataclass
+_FIELDS = Frame.__dict__["fields"]  # the slot descriptors of the base dataclasses
 _INFO = Frame.__dict__["info"]
+BASE_CHILDREN = Field.__dict__["children"]
 
 #: builder(frame, ctx) -> (fields, info)
 Builder = Callable[["LazyFrame", Any], tuple[list[Field], str]]
@@ -129,3 +130,45 @@ def add_info(frame: Frame, text: str) -> None:
         frame._info_extra += text
     else:
         frame.info += text
+
+
+class LazyChildren(Field):
+    """A Field whose children are built by ``_build()`` on first access: a frame of thousands of
+    entries (stream records, Iggy index entries) costs one object until a view looks inside."""
+
+    __slots__ = ()
+
+    def _build(self) -> list[Field]:
+        raise NotImplementedError
+
+    @property  # type: ignore[override]
+    def children(self) -> list[Field] | None:
+        kids = BASE_CHILDREN.__get__(self)
+        if kids is None:
+            kids = self._build()
+            BASE_CHILDREN.__set__(self, kids)
+        return kids
+
+    @children.setter
+    def children(self, value: list[Field] | None) -> None:
+        BASE_CHILDREN.__set__(self, value)
+
+
+class LazyField(LazyChildren):
+    """A node whose children come from ``build()`` on first access."""
+
+    __slots__ = ("_build_children",)
+
+    def __init__(self, name: str, value: Any, offset: int, size: int, build: Callable[[], list[Field]],
+                 is_list: bool = True, display: str | None = None) -> None:
+        self.name = name
+        self.value = value
+        self.offset = offset
+        self.size = size
+        self.display = display
+        self.is_list = is_list
+        BASE_CHILDREN.__set__(self, None)
+        self._build_children = build
+
+    def _build(self) -> list[Field]:
+        return self._build_children()

@@ -17,6 +17,7 @@ from typing import Any
 from analyzer.api import Field
 from analyzer.jsonout import fields_json
 from dissectors.kit import inflate
+from dissectors.kit.lazy import BASE_CHILDREN, LazyChildren, LazyField
 from dissectors.rabbitmq_stream import amqp
 
 #: Magic/version, chunk type, entries, records, timestamp, epoch, first offset, CRC, data length,
@@ -69,31 +70,9 @@ def gzip_compress(data: bytes) -> bytes:
 
 
 # ------------------------------------------------------------------------------ records
-_BASE_CHILDREN = Field.__dict__["children"]
 
 
-class _LazyChildren(Field):
-    """A Field whose children are built by ``_build()`` on first access."""
-
-    __slots__ = ()
-
-    def _build(self) -> list[Field]:
-        raise NotImplementedError
-
-    @property  # type: ignore[override]
-    def children(self) -> list[Field] | None:
-        kids = _BASE_CHILDREN.__get__(self)
-        if kids is None:
-            kids = self._build()
-            _BASE_CHILDREN.__set__(self, kids)
-        return kids
-
-    @children.setter
-    def children(self, value: list[Field] | None) -> None:
-        _BASE_CHILDREN.__set__(self, value)
-
-
-class RecordField(_LazyChildren):
+class RecordField(LazyChildren):
     """One message of a chunk or Publish, with its section tree built on first access.
 
     ``value`` is the record's offset (Deliver) or None; the message bytes stay in the frame buffer
@@ -110,7 +89,7 @@ class RecordField(_LazyChildren):
         self.size = size
         self.display = None
         self.is_list = False
-        _BASE_CHILDREN.__set__(self, None)
+        BASE_CHILDREN.__set__(self, None)
         self._buf = buf
         self._at = at
         self._len = length
@@ -139,7 +118,7 @@ class RecordField(_LazyChildren):
     def json_value(self) -> dict[str, Any] | None:
         """The record's JSON value without its field tree (see :func:`analyzer.jsonout.field_json`);
         None: the tree's way (a message that is not AMQP 1.0, or a tree already built)."""
-        if _BASE_CHILDREN.__get__(self) is not None:
+        if BASE_CHILDREN.__get__(self) is not None:
             return None
         at, n = self._at, self._len
         sections = amqp.message_json(self._buf, at, at + n)
@@ -158,26 +137,6 @@ class RecordField(_LazyChildren):
         out = fields_json(kids)
         out["amqp"] = sections
         return out
-
-
-class LazyField(_LazyChildren):
-    """A node whose children come from ``build()`` on first access (a chunk's entry list)."""
-
-    __slots__ = ("_build_children",)
-
-    def __init__(self, name: str, value: Any, offset: int, size: int, build: Callable[[], list[Field]],
-                 is_list: bool = True, display: str | None = None) -> None:
-        self.name = name
-        self.value = value
-        self.offset = offset
-        self.size = size
-        self.display = display
-        self.is_list = is_list
-        _BASE_CHILDREN.__set__(self, None)
-        self._build_children = build
-
-    def _build(self) -> list[Field]:
-        return self._build_children()
 
 
 class ChunkProblem:
