@@ -160,7 +160,15 @@ def info(name: str, cmd: Command | None, values: dict[str, Any]) -> str:
     if cmd is None:
         return name
     parts = [name]
-    for fmt, keys, optional in _INFO[cmd.code]:
+    for key, before, after, fmt, keys, optional in _INFO[cmd.code]:
+        if key is not None:  # one field: its text between the piece's words
+            if key not in values:
+                continue
+            v = values[key]
+            if optional and not v:
+                continue
+            parts.append(before + _short(str(v) if type(v) is int else _text(v)) + after)
+            continue
         if any(k not in values for k in keys):
             continue
         if optional and not any(values[k] for k in keys):
@@ -169,9 +177,19 @@ def info(name: str, cmd: Command | None, values: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
-#: Per command: its Info pieces with the fields each names, worked out once.
-_INFO = {c.code: [(fmt, [k.split("}")[0] for k in fmt.split("{")[1:]], optional) for fmt, optional in c.info]
-         for c in BY_CODE.values()}
+def _piece(fmt: str, optional: bool) -> tuple[str | None, str, str, str, list[str], bool]:
+    """An Info piece worked out once: (its one field or None, the words before and after it, the
+    format, every field it names, optional)."""
+    keys = [k.split("}")[0] for k in fmt.split("{")[1:]]
+    if len(keys) == 1 and "}}" not in fmt and "{{" not in fmt:
+        before, _, rest = fmt.partition("{" + keys[0] + "}")
+        if "{" not in rest and "}" not in rest:
+            return keys[0], before, rest, fmt, keys, optional
+    return None, "", "", fmt, keys, optional
+
+
+#: Per command: its Info pieces, worked out once.
+_INFO = {c.code: [_piece(fmt, optional) for fmt, optional in c.info] for c in BY_CODE.values()}
 
 
 def _short(text: str, limit: int = 64) -> str:
