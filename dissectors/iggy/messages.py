@@ -61,7 +61,7 @@ from dissectors.iggy.types import (
     Decoded,
     problems_of,
 )
-from dissectors.kit.lazy import LazyField
+from dissectors.kit.lazy import BASE_CHILDREN, LazyChildren, LazyField
 from dissectors.schema import DecodeError, F, Fixed, Struct
 
 DIALECTS = ("L0", "L1", "Z1", "Z2", "C", "V")
@@ -337,10 +337,9 @@ def _limits(w: _Walk, label: str, plen: int, hlen: int) -> None:
 _LENGTHS_AT = {"Z1": 48, "Z2": 48, "C": 48, "V": 32}
 _RESERVED_AT = {"C": 56, "V": 40}
 _LENGTHS = struct.Struct("<II")
-_CHILDREN = Field.__dict__["children"]  # the slot a Field keeps its children in
 
 
-class MessageField(Field):
+class MessageField(LazyChildren):
     """A Z1/Z2/C/V message whose child tree is built on first access: a poll of thousands of
     messages costs one small object each until someone looks. Everything that can be wrong with
     the message (lengths, checksum, reserved bytes, user headers) was checked when it was made."""
@@ -352,21 +351,9 @@ class MessageField(Field):
         """``ck``: what to show for the checksum (None: a legacy message as sent, which has none)."""
         self.name, self.value, self.offset, self.size, self.display = name, value, offset, size, display
         self.is_list = False
-        _CHILDREN.__set__(self, None)
+        BASE_CHILDREN.__set__(self, None)
         self._raw, self._dialect, self._base, self._ck = raw, dialect, base, ck
         self._plen, self._headers = plen, headers
-
-    @property  # type: ignore[override]
-    def children(self) -> list[Field] | None:
-        kids = _CHILDREN.__get__(self)
-        if kids is None:
-            kids = self._build()
-            _CHILDREN.__set__(self, kids)
-        return kids
-
-    @children.setter
-    def children(self, value: list[Field] | None) -> None:
-        _CHILDREN.__set__(self, value)
 
     def _build(self) -> list[Field]:
         d, off = self._dialect, self.offset
