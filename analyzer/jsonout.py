@@ -278,13 +278,13 @@ class JsonWriter:
     def event(self, obj: Any) -> None:
         """:meth:`line` for what :func:`frame_json` and :func:`finding_json` make (faster)."""
         buffer = self.buffer
-        if _FAST is not None and buffer is not None:
-            try:
-                buffer.write(_FAST(obj, option=_NEWLINE))  # UTF-8 already: no text in between
-                return
-            except _REFUSED:
-                pass
-        self.write(dumps_event(obj) + "\n")
+        if _FAST is None or buffer is None:
+            self.write(dumps_event(obj) + "\n")
+            return
+        try:
+            buffer.write(_FAST(obj, option=_NEWLINE))  # UTF-8 already: no text in between
+        except _REFUSED:  # orjson was asked once: the standard library writes it, or says what is wrong
+            self.write(dumps(obj) + "\n")
 
     def flush(self) -> None:
         if self.buffer is not None:

@@ -314,6 +314,11 @@ def message_fields(buf: bytes | memoryview, off: int, end: int, base: int) -> li
     sections = _sections(buf, off, end)
     if sections is None:
         return None
+    return _tree(sections, base)
+
+
+def _tree(sections: list[tuple[str, Any, int, int]], base: int) -> list[Field]:
+    """:func:`_sections`' sections as Field nodes, offsets ``base``-relative (-1: not on the wire)."""
     return _lists([_section(name, val, at + base if base >= 0 else -1, size) for name, val, at, size in sections])
 
 
@@ -328,7 +333,7 @@ def message_json(buf: bytes | memoryview, off: int, end: int) -> dict[str, Any] 
     if len(sections) > 1:
         once = [s[0] for s in sections if s[0] not in REPEATABLE]
         if len(set(once)) != len(once):  # a section repeated that may not be: the tree's way
-            return fields_json(_lists([_section(name, val, -1, 0) for name, val, _at, _size in sections]))
+            return fields_json(_tree(sections, -1))
     # Values in the tree's order (which is the order values are cut in): a repeatable section's
     # occurrences as one list where the first one stands, as _lists makes it.
     out: dict[str, Any] = {}
