@@ -90,24 +90,28 @@ class Prefixed(WireType):
         self.text = text
 
     def read(self, name: str, buf: memoryview, off: int, end: int, spec: F | None = None) -> tuple[Field, int]:
+        value, stop = self.value(name, buf, off, end)
+        return Field(name, value, off, stop - off, "null" if value is None else None), stop
+
+    def value(self, name: str, buf: memoryview | bytes, off: int, end: int) -> tuple[Any, int]:
+        """The value alone (None: the null length) and where it ends; what :meth:`read` wraps."""
         hs = self._st.size
         if off + hs > end:
             raise DecodeError(f"{name}: length prefix needs {hs} bytes, {max(end - off, 0)} left", off)
         (n,) = self._st.unpack_from(buf, off)
         if self.null is not None and n == self.null:
-            return Field(name, None, off, hs, "null"), off + hs
+            return None, off + hs
         if n < 0:
             raise DecodeError(f"{name}: negative length {n}", off)
         if off + hs + n > end:
             raise DecodeError(f"{name}: length {n} overruns the frame by {off + hs + n - end} bytes", off)
         raw = bytes(buf[off + hs:off + hs + n])
-        value: Any = raw
         if self.text:
             try:
-                value = raw.decode("utf-8")
+                return raw.decode("utf-8"), off + hs + n
             except UnicodeDecodeError:
-                value = raw
-        return Field(name, value, off, hs + n), off + hs + n
+                pass
+        return raw, off + hs + n
 
     def write(self, value: Any) -> bytes:
         if value is None:
@@ -122,12 +126,48 @@ class Struct(WireType):
     """Fields back to back. Consecutive ``Bit`` fields share octets, low bit first (AMQP rule), or
     high bit first with ``msb_first`` (for protocols whose spec leaves the order open)."""
 
-    __slots__ = ("doc", "fields", "msb_first")
+    __slots__ = ("doc", "fields", "msb_first", "_plan")
 
     def __init__(self, *fields: F, doc: str = "struct", msb_first: bool = False) -> None:
         self.doc = doc
         self.fields: tuple[F, ...] = fields
         self.msb_first = msb_first
+        self._plan: list[tuple[int, bool, Any, Any, int]] | None = None
+
+    def read_values(self, buf: memoryview | bytes, off: int, end: int) -> tuple[dict[str, Any], int]:
+        """What ``field_values(read_fields(...)[0])`` gives, and the same end, without a Field per
+        value: for decoders that check values now and build the tree only when a view asks for it.
+        Raises DecodeError where read_fields does (its message may differ: callers that report it
+        decode again with read_fields). tests/test_schema_values.py holds the two to each other."""
+        plan = self._plan
+        if plan is None:
+            plan = self._plan = _values_plan(self)
+        out: dict[str, Any] = {}
+        for kind, optional, a, b, size in plan:
+            if optional and off >= end:
+                break
+            if kind == _INTS:  # a run of plain integers: one unpack
+                if off + size > end:
+                    raise DecodeError(f"{a[0]}..: needs {size} bytes, {max(end - off, 0)} left", off)
+                if len(a) == 1:
+                    out[a[0]] = b.unpack_from(buf, off)[0]
+                else:
+                    out.update(zip(a, b.unpack_from(buf, off), strict=True))
+                off += size
+            elif kind == _BITS:  # the bits of one octet
+                if off >= end:
+                    raise DecodeError(f"{a[0]}: needs 1 byte, 0 left", off)
+                octet = buf[off]
+                off += 1
+                for name, shift in a:
+                    out[name] = bool(octet >> shift & 1)
+            elif kind == _PREFIXED:
+                out[a], off = b.value(a, buf, off, end)
+            else:  # the type's own reader, which may want the memoryview read_fields gives it
+                f, off = b.type.read(a, buf, off, end, b) if type(buf) is memoryview else \
+                    b.type.read(a, memoryview(buf), off, end, b)
+                out[a] = _plain(f)
+        return out, off
 
     def read_fields(self, buf: memoryview, off: int, end: int) -> tuple[list[Field], int]:
         out: list[Field] = []
@@ -265,6 +305,52 @@ class Rest(WireType):
 
     def write(self, value: Any) -> bytes:
         return bytes(value)
+
+
+_INTS, _BITS, _PREFIXED, _OTHER = range(4)
+
+
+def _values_plan(layout: Struct) -> list[tuple[int, bool, Any, Any, int]]:
+    """Struct.read_values' steps, worked out once from the layout: (kind, optional, names or name,
+    the reader, octets). Consecutive plain integers share one struct; a field that may be absent
+    starts a step of its own (the frame may end before it)."""
+    plan: list[tuple[int, bool, Any, Any, int]] = []
+    fields = layout.fields
+    i = 0
+    while i < len(fields):
+        spec = fields[i]
+        t = spec.type
+        if isinstance(t, Bit):
+            # The read_fields rule: a new octet at the first bit and after every eighth; a frame
+            # ending there ends an optional layout.
+            group = []
+            while i < len(fields) and isinstance(fields[i].type, Bit) and len(group) < 8:
+                n = len(group)
+                group.append((fields[i].name, 7 - n if layout.msb_first else n))
+                i += 1
+            plan.append((_BITS, spec.optional, tuple(group), None, 1))
+            continue
+        if type(t) is Int:
+            names = [spec.name]
+            fmt = t._st.format
+            st = t._st
+            j = i + 1
+            if fmt[0] in "<>!=":  # explicit byte order, no padding: integers side by side unpack as one
+                while (j < len(fields) and not fields[j].optional and type(fields[j].type) is Int
+                       and fields[j].type._st.format[0] == fmt[0]):  # type: ignore[attr-defined]
+                    names.append(fields[j].name)
+                    fmt += fields[j].type._st.format[1:]  # type: ignore[attr-defined]
+                    j += 1
+                st = struct.Struct(fmt)
+            plan.append((_INTS, spec.optional, tuple(names), st, st.size))
+            i = j
+            continue
+        if type(t) is Prefixed:
+            plan.append((_PREFIXED, spec.optional, spec.name, t, 0))
+        else:
+            plan.append((_OTHER, spec.optional, spec.name, spec, 0))
+        i += 1
+    return plan
 
 
 def field_values(fields: Sequence[Field]) -> dict[str, Any]:

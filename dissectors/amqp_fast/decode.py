@@ -52,51 +52,122 @@ def initiation(d: Direction, data: bytes, offset: int) -> tuple[Frame, bool]:
 
 def command(d: Direction, data: bytes, offset: int, enc: Encoding) -> tuple[Frame, Command | None, dict[str, Any]]:
     """One whole command (size header to command-end): its frame, its table entry (None: unknown
-    type) and its decoded field values."""
+    type) and its decoded field values.
+
+    A known command whose fields fill it exactly is checked from its values alone; its field tree
+    (the general path's, the same fields) is made when a view asks for it."""
     hs, size = header(data, 0)
     code = data[hs]
     cmd = BY_CODE.get(code)
+    end = len(data) - 1
+    if cmd is not None and (code != 37 or end - hs - 1 != 6):
+        try:
+            values, used = layout(code, enc).read_values(data, hs + 1, end)
+        except DecodeError:
+            used = -1
+        if used == end:
+            findings: list[Finding] = []
+            if hs == 6 and size < LONG_SIZE:
+                findings.append(_long_size_short(size, cmd.name))
+            _check_values(cmd, values, findings)
+            if data[end] != COMMAND_END:
+                findings.append(_end_missing(data[end], cmd.name))
+            frame = LazyFrame(d, offset, len(data), cmd.name, code, findings, data, _tree_later, (enc, cmd, values))
+            return frame, cmd, values
+    return _command_tree(d, data, offset, enc, hs, size, code, cmd)
+
+
+def _tree_later(frame: LazyFrame, ctx: tuple[Encoding, Command, dict[str, Any]]) -> tuple[list[Field], str]:
+    enc, cmd, values = ctx
+    data = frame.data
+    assert data is not None
+    hs, size = header(data, 0)
+    fields = _fields(data, hs, size, cmd, enc, [])
+    _finish(fields, values, data)
+    return fields, info(cmd.name, cmd, values)
+
+
+def _quick_later(frame: LazyFrame, ctx: tuple[Encoding, Command, dict[str, Any]]) -> str:
+    return info(ctx[1].name, ctx[1], ctx[2])
+
+
+QUICK_INFO[_tree_later] = _quick_later
+
+
+def _command_tree(d: Direction, data: bytes, offset: int, enc: Encoding, hs: int, size: int, code: int,
+                  cmd: Command | None) -> tuple[Frame, Command | None, dict[str, Any]]:
+    """The general path: the field tree now, with whatever of the command decodes."""
     name = cmd.name if cmd is not None else f"UNKNOWN({code})"
     findings: list[Finding] = []
-    fields = [Field("size", size, 0, hs, "long size" if hs == 6 else None), Field("type", code, hs, 1, name)]
     end = len(data) - 1
     if hs == 6 and size < LONG_SIZE:
-        findings.append(R.LONG_SIZE_SHORT(f"size {size} escaped with 0xFFFF: the 2-octet form holds it",
-                                          command=name))
+        findings.append(_long_size_short(size, name))
     values: dict[str, Any] = {}
     if cmd is None:
+        fields = _head(hs, size, code, name)
         findings.append(R.UNKNOWN_COMMAND(f"command type {code} is not defined", command=name))
         if end > hs + 1:
             fields.append(Field("payload", data[hs + 1:end], hs + 1, end - hs - 1))
     else:
-        shape = layout(code, enc)
-        if code == 37 and end - hs - 1 == 6:  # the ABNF's BROWSE, without confirm-tag
-            shape = browse_without_tag(enc)
-            findings.append(R.BROWSE_ABNF("HANDLE BROWSE without confirm-tag (6 octets of fields)", command=name))
-        view = memoryview(data)
-        try:
-            got, used = shape.read_fields(view, hs + 1, end)
-            fields.extend(got)
-            if used < end:
-                findings.append(R.FRAMING_TRAILING(f"{end - used} octets after the last field", command=name))
-                fields.append(Field("trailing", data[used:end], used, end - used))
-        except DecodeError as e:
-            # What decodes is shown; the rest of the command stays as octets.
-            partial, _ = _prefix(shape, view, hs + 1, e.offset)
-            fields.extend(partial)
-            findings.append(R.FRAMING_TRUNCATED(f"{e} (command size {size})", command=name))
-            fields.append(Field("undecoded", data[e.offset:end], e.offset, end - e.offset))
-        finally:
-            view.release()
+        fields = _fields(data, hs, size, cmd, enc, findings)
         values = field_values([f for f in fields[2:] if f.name not in ("trailing", "undecoded")])
-        _check_values(cmd, fields[2:], values, findings)
+        _check_values(cmd, values, findings)
     if data[end] != COMMAND_END:
-        findings.append(R.END_MISSING(f"the octet the size counts last is {data[end]:#04x}, not the command-end 0xce",
-                                      command=name))
-    fields.append(Field("command_end", data[end], end, 1, "ok" if data[end] == COMMAND_END else "missing"))
+        findings.append(_end_missing(data[end], name))
+    _finish(fields, values, data)
     # The checks above needed the fields; the Info line waits until a view asks for it.
     frame = LazyFrame(d, offset, len(data), name, code, findings, data, _built, (fields, name, cmd, values))
     return frame, cmd, values
+
+
+def _head(hs: int, size: int, code: int, name: str) -> list[Field]:
+    return [Field("size", size, 0, hs, "long size" if hs == 6 else None), Field("type", code, hs, 1, name)]
+
+
+def _fields(data: bytes, hs: int, size: int, cmd: Command, enc: Encoding, findings: list[Finding]) -> list[Field]:
+    """A known command's size, type and whatever of its fields decodes; the problems in ``findings``."""
+    name, code = cmd.name, cmd.code
+    fields = _head(hs, size, code, name)
+    end = len(data) - 1
+    shape = layout(code, enc)
+    if code == 37 and end - hs - 1 == 6:  # the ABNF's BROWSE, without confirm-tag
+        shape = browse_without_tag(enc)
+        findings.append(R.BROWSE_ABNF("HANDLE BROWSE without confirm-tag (6 octets of fields)", command=name))
+    view = memoryview(data)
+    try:
+        got, used = shape.read_fields(view, hs + 1, end)
+        fields.extend(got)
+        if used < end:
+            findings.append(R.FRAMING_TRAILING(f"{end - used} octets after the last field", command=name))
+            fields.append(Field("trailing", data[used:end], used, end - used))
+    except DecodeError as e:
+        # What decodes is shown; the rest of the command stays as octets.
+        partial, _ = _prefix(shape, view, hs + 1, e.offset)
+        fields.extend(partial)
+        findings.append(R.FRAMING_TRUNCATED(f"{e} (command size {size})", command=name))
+        fields.append(Field("undecoded", data[e.offset:end], e.offset, end - e.offset))
+    finally:
+        view.release()
+    return fields
+
+
+def _finish(fields: list[Field], values: dict[str, Any], data: bytes) -> None:
+    """The reply code explained where the tree shows it; the command-end octet."""
+    rc = values.get("reply_code")
+    if isinstance(rc, int):
+        for f in fields:
+            if f.name == "reply_code":
+                f.display = codes.explain(rc)
+    end = len(data) - 1
+    fields.append(Field("command_end", data[end], end, 1, "ok" if data[end] == COMMAND_END else "missing"))
+
+
+def _long_size_short(size: int, name: str) -> Finding:
+    return R.LONG_SIZE_SHORT(f"size {size} escaped with 0xFFFF: the 2-octet form holds it", command=name)
+
+
+def _end_missing(octet: int, name: str) -> Finding:
+    return R.END_MISSING(f"the octet the size counts last is {octet:#04x}, not the command-end 0xce", command=name)
 
 
 def _built(frame: LazyFrame, ctx: tuple[list[Field], str, Command | None, dict[str, Any]]) -> tuple[list[Field], str]:
@@ -124,16 +195,13 @@ def _prefix(shape: Any, view: memoryview, start: int, stop: int) -> tuple[list[F
     return out, start
 
 
-def _check_values(cmd: Command, fields: list[Field], values: dict[str, Any], findings: list[Finding]) -> None:
+def _check_values(cmd: Command, values: dict[str, Any], findings: list[Finding]) -> None:
     for n, t in cmd.fields:
         v = values.get(n)
         if t == "shortstr" and isinstance(v, (str, bytes)) and ("\0" in v if isinstance(v, str) else b"\0" in v):
             findings.append(R.SHORT_STRING_NUL(f"{n} holds a zero octet", command=cmd.name, field=n))
     rc = values.get("reply_code")
     if isinstance(rc, int):
-        for f in fields:
-            if f.name == "reply_code":
-                f.display = codes.explain(rc)
         sev = codes.severity(rc)
         if sev == 0:
             findings.append(R.REPLY_UNKNOWN(f"{cmd.name}: reply code {rc}: {codes.explain(rc)}", command=cmd.name))

@@ -1,0 +1,109 @@
+"""Struct.read_values is a second path for read_fields (values without a Field per value): on every
+layout the dissectors declare, both must give the same values and end, or both raise DecodeError.
+And the AMQP/Fast decoder, which checks commands from read_values and builds their trees later,
+must give exactly the output of its general path on every bundled capture."""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import itertools
+import pkgutil
+import random
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import analyzer.cli as cli
+import dissectors
+from dissectors.amqp_fast.commands import BY_CODE, browse_without_tag, head_layout, layout
+from dissectors.amqp_fast.wire import Encoding
+from dissectors.schema import DecodeError, Struct, field_values
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _layouts() -> list[Struct]:
+    for mod in pkgutil.walk_packages(dissectors.__path__, "dissectors."):
+        importlib.import_module(mod.name)
+    for bits, longstr, table in itertools.product(("lsb", "msb"), (2, 4), (2, 4)):
+        enc = Encoding(bits, longstr, table)
+        for code in BY_CODE:
+            layout(code, enc)
+        head_layout(enc)
+        browse_without_tag(enc)
+    found = {id(o): o for o in gc.get_objects() if isinstance(o, Struct)}
+    return sorted(found.values(), key=lambda s: (s.doc, [f.name for f in s.fields], s.msb_first))
+
+
+LAYOUTS = _layouts()
+# Small numbers and 0xff make length prefixes and counts that fit: most inputs then decode whole.
+_ALPHABET = bytes([0, 0, 0, 1, 2, 3, 4, 0xFF, 0x80, 0x41, 0x53, 0xC3, 0xA9])
+
+
+def _both(layout: Struct, data: bytes, start: int, end: int) -> tuple:
+    try:
+        fields, stop = layout.read_fields(memoryview(data), start, end)
+        tree = ("ok", field_values(fields), stop)
+    except DecodeError:
+        tree = ("error",)
+    try:
+        values, stop = layout.read_values(data, start, end)
+        flat = ("ok", values, stop)
+    except DecodeError:
+        flat = ("error",)
+    return tree, flat
+
+
+def test_the_layouts_are_found():
+    assert len(LAYOUTS) > 100  # amqp091 methods, AMQP/Fast commands per encoding, Iggy, Stream
+
+
+def test_read_values_is_read_fields_on_every_layout():
+    rng = random.Random(20261126)
+    whole = 0
+    for lay in LAYOUTS:
+        for _ in range(150):
+            n = rng.choice((0, 1, 2, 3, 5, 8, 12, 16, 24, 40, 64, 200))
+            if rng.random() < 0.5:
+                data = bytes(rng.choice(_ALPHABET) for _ in range(n))
+            else:
+                data = rng.randbytes(n)
+            start = rng.choice((0, 0, 0, 1, 3))
+            tree, flat = _both(lay, data, min(start, n), n)
+            assert tree == flat, (lay.doc, [f.name for f in lay.fields], data.hex())
+            whole += tree[0] == "ok"
+    assert whole > len(LAYOUTS) * 20  # the comparison saw decoded values, not only errors
+
+
+def test_read_values_reads_bits_in_either_order_and_stops_at_optional_fields():
+    from dissectors.schema import Bit, F, Int
+
+    u8, u16 = Int("u8", ">B"), Int("u16", "<H")
+    lay = Struct(F("a", u8), F("b", Bit()), F("c", Bit()), F("d", u16), F("e", u16, optional=True),
+                 F("f", Bit(), optional=True), F("g", u8), msb_first=True)
+    for data in (b"\x01\x80\x02\x00", b"\x01\x40\x02\x00\x03\x00", b"\x01\xc0\x02\x00\x03\x00\x01\x07", b"\x01"):
+        tree, flat = _both(lay, data, 0, len(data))
+        assert tree == flat
+    assert flat == ("error",)
+    assert _both(lay, b"\x01\x40\x02\x00", 0, 4)[1] == ("ok", {"a": 1, "b": False, "c": True, "d": 2}, 4)
+
+
+AMQP_FAST = sorted((ROOT / "captures" / "amqp_fast").rglob("*.pcap"))
+
+
+@pytest.mark.parametrize("capture", AMQP_FAST, ids=lambda p: p.name)
+def test_amqp_fast_checked_from_values_is_its_general_path(capture: Path, monkeypatch: pytest.MonkeyPatch):
+    runner = CliRunner()
+    args = ["inspect", "-j", "1", "-T", "jsonl", str(capture)]
+    lazy = runner.invoke(cli.app, args, catch_exceptions=False)
+    assert lazy.stdout
+
+    def refuse(self: Struct, buf: object, off: int, end: int) -> tuple:
+        raise DecodeError("the general path, please", off)
+
+    monkeypatch.setattr(Struct, "read_values", refuse)
+    general = runner.invoke(cli.app, args, catch_exceptions=False)
+    assert (lazy.exit_code, lazy.stdout, lazy.stderr) == (general.exit_code, general.stdout, general.stderr)
+    assert b"engine.dissector_error" not in lazy.stdout_bytes
