@@ -23,7 +23,7 @@ from analyzer.api import Direction, Field, Finding, Frame, FrameRef
 from dissectors.amqp_fast import rules as R
 from dissectors.amqp_fast.decode import message_head
 from dissectors.amqp_fast.wire import Encoding
-from dissectors.kit.lazy import add_field, add_info
+from dissectors.kit.lazy import QUICK_INFO, LazyFrame, add_field, add_info
 from dissectors.kit.sequence import Sequencer
 from dissectors.kit.state import plain_state
 
@@ -196,36 +196,19 @@ class Messages:
                 body_len = meta[_TOTAL] + announced - meta[_HEADLEN] - short
                 meta[_BODY] = meta[_BODY][:max(body_len, 0)]
             self._count(key, meta, size)
-        fields: list[Field] = [Field("fragment", kept, 0, size,
-                                     f"the first {len(kept)} of {size} octets" if len(kept) < size else None)]
-        if head is not None:
-            in_place, plain = head
-            if in_place:
-                # A fragment that ended short (a command began inside it) may cut its head: the
-                # fields past its end keep their values but have no place in this frame.
-                children = [Field(n, _value(n, v), o, z, shown) if o + z <= size else Field(n, _value(n, v), -1, 0, shown)
-                            for n, v, o, z, shown in plain]
-                size_ = sum(c.size for c in children)
-                in_place = size_ > 0
-            else:  # the head began in an earlier fragment: no place in this one
-                children = [Field(n, _value(n, v), -1, 0, shown) for n, v, _o, _z, shown in plain]
-                size_ = 0
-            fields.append(Field("head", None, 0 if in_place else -1, size_, None, children))
         meta = self.meta.get(key)
-        info = f"{FRAGMENT} {key}" + (f" handle={meta[_HANDLE]}" if meta is not None else "") + f" size={size}"
-        if meta is not None and head is not None and meta[_HEAD] is not None:
-            info += f" body-size={meta[_HEAD][0]}" + (f" type='{meta[_HEAD][1]}'" if meta[_HEAD][1] else "")
-        if lost:
-            info += f" ({lost} octets lost)"
-        frame = Frame(d, offset, size, FRAGMENT, None, info, fields)
-        frame.findings.extend(_BY_ID[rid](text, command=FRAGMENT, field=field) for rid, text, field in noted)
+        handle = (meta[_HANDLE],) if meta is not None else None
+        shown = tuple(meta[_HEAD]) if meta is not None and head is not None and meta[_HEAD] is not None else None
+        findings = [_BY_ID[rid](text, command=FRAGMENT, field=field) for rid, text, field in noted]
         if short:
-            frame.findings.append(R.FRAGMENT_SHORT(f"fragment-size is {announced} but a command starts after {size} "
-                                                   f"octets", command=FRAGMENT))
+            findings.append(R.FRAGMENT_SHORT(f"fragment-size is {announced} but a command starts after {size} "
+                                             f"octets", command=FRAGMENT))
         if extra:
-            frame.findings.append(R.FRAGMENT_LONG(f"fragment-size is {announced} but {len(extra)} more octets that "
-                                                  f"are no command follow before the next command", command=FRAGMENT))
-        frame.data = kept
+            findings.append(R.FRAGMENT_LONG(f"fragment-size is {announced} but {len(extra)} more octets that "
+                                            f"are no command follow before the next command", command=FRAGMENT))
+        # The tree and Info line are made when a view asks: from these values, as they are now.
+        frame = LazyFrame(d, offset, size, FRAGMENT, None, findings, kept, _fragment_tree,
+                          (key, size, head, handle, shown, lost))
         if meta is not None and not partial:
             self._finish(key, frame, frame.findings)
         return frame
@@ -297,6 +280,45 @@ class Messages:
 
 
 _BY_ID = {r.id: r for r in R.ALL_RULES}
+
+#: A fragment frame's tree and Info line: (key, octets, head as data or None, (handle,) or None,
+#: (body-size, MIME type) from the head or None, octets lost in capture gaps).
+FragmentView = tuple[str, int, list | None, tuple[int] | None, tuple[int, str] | None, int]
+
+
+def _fragment_tree(frame: LazyFrame, ctx: FragmentView) -> tuple[list[Field], str]:
+    _key, size, head, _handle, _shown, _lost = ctx
+    kept = frame.data
+    assert kept is not None
+    fields: list[Field] = [Field("fragment", kept, 0, size,
+                                 f"the first {len(kept)} of {size} octets" if len(kept) < size else None)]
+    if head is not None:
+        in_place, plain = head
+        if in_place:
+            # A fragment that ended short (a command began inside it) may cut its head: the
+            # fields past its end keep their values but have no place in this frame.
+            children = [Field(n, _value(n, v), o, z, shown) if o + z <= size else Field(n, _value(n, v), -1, 0, shown)
+                        for n, v, o, z, shown in plain]
+            size_ = sum(c.size for c in children)
+            in_place = size_ > 0
+        else:  # the head began in an earlier fragment: no place in this one
+            children = [Field(n, _value(n, v), -1, 0, shown) for n, v, _o, _z, shown in plain]
+            size_ = 0
+        fields.append(Field("head", None, 0 if in_place else -1, size_, None, children))
+    return fields, _fragment_info(frame, ctx)
+
+
+def _fragment_info(frame: LazyFrame, ctx: FragmentView) -> str:
+    key, size, _head, handle, shown, lost = ctx
+    info = f"{FRAGMENT} {key}" + (f" handle={handle[0]}" if handle is not None else "") + f" size={size}"
+    if shown is not None:
+        info += f" body-size={shown[0]}" + (f" type='{shown[1]}'" if shown[1] else "")
+    if lost:
+        info += f" ({lost} octets lost)"
+    return info
+
+
+QUICK_INFO[_fragment_tree] = _fragment_info
 
 
 def _plain(value: Any) -> Any:
