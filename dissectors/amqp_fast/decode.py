@@ -195,10 +195,14 @@ def _prefix(shape: Any, view: memoryview, start: int, stop: int) -> tuple[list[F
     return out, start
 
 
+#: Per command: the names of its short-string fields (the zero-octet check reads only those).
+_SHORTSTRS = {c.code: tuple(n for n, t in c.fields if t == "shortstr") for c in BY_CODE.values()}
+
+
 def _check_values(cmd: Command, values: dict[str, Any], findings: list[Finding]) -> None:
-    for n, t in cmd.fields:
+    for n in _SHORTSTRS[cmd.code]:
         v = values.get(n)
-        if t == "shortstr" and isinstance(v, (str, bytes)) and ("\0" in v if isinstance(v, str) else b"\0" in v):
+        if isinstance(v, (str, bytes)) and ("\0" in v if isinstance(v, str) else b"\0" in v):
             findings.append(R.SHORT_STRING_NUL(f"{n} holds a zero octet", command=cmd.name, field=n))
     rc = values.get("reply_code")
     if isinstance(rc, int):
