@@ -254,11 +254,14 @@ def test_zero_copy_polled_checksum_verified_and_flipped(dialect):
     checks = [c for f in r.fields if f.name == "messages" for m in f.children for c in m.children
               if c.name == "checksum"]
     assert [c.display for c in checks] == ["verified"] * 3
-    for pos in (len(data) - 1, 16 + len(frames[0]) + 30):  # a header byte of message 1, a payload byte of 2
+    # a payload byte of message 2, a header byte (its offset's high byte) of message 1
+    for pos, named in ((len(data) - 1, "message 2 (id 0xc, offset 2): checksum"),
+                       (16 + len(frames[0]) + 30, f"message 1 (id 0xb, offset {1 | 0x40 << 48}): checksum")):
         bad = bytearray(data)
         bad[pos] ^= 0x40
         r = M.decode_polled(dialect, bytes(bad), 0, len(bad))
         assert kinds(r.problems) == ["checksum"], r.problems
+        assert r.problems[0][1].startswith(named), r.problems  # the message named by index, id and offset
     assert M.encode_polled(dialect, got, partition_id=0, current_offset=2) == data
 
 
@@ -337,7 +340,9 @@ def test_v_reserved_bytes_must_be_zero():
     batch = bytearray(_v_batch([bytes(frame)]))
     batch[200] = 9  # batch header reserved area (not covered by the batch checksum)
     reply = struct.pack("<IQI", 1, 100, 1) + bytes(batch)
-    assert sorted(kinds(M.decode_polled("V", reply, 0, len(reply)).problems)) == ["reserved", "reserved"]
+    problems = M.decode_polled("V", reply, 0, len(reply)).problems
+    assert sorted(kinds(problems)) == ["reserved", "reserved"]
+    assert ("reserved", "message 0 (id 0x1, offset 100): reserved header bytes are 0x1, not 0") in problems
 
 
 # ------------------------------------------------------------------------------ messages: encoder round trips

@@ -114,8 +114,12 @@ def _xxh3(data: Any) -> int:
 
 def frame_checksum(dialect: str, frame: bytes | memoryview) -> int:
     """The checksum a Z1/Z2/C/V frame should carry (over frame[8:])."""
-    data = memoryview(frame)[8:]
-    return _crc32(data) if dialect == "Z1" else _xxh3(data)
+    return _sum_after_checksum(dialect, memoryview(frame)[8:])
+
+
+def _sum_after_checksum(dialect: str, after: memoryview) -> int:
+    """The checksum of a Z1/Z2/C/V frame over ``after``, its bytes after the checksum field."""
+    return zlib.crc32(after) if dialect == "Z1" else xxhash.xxh3_64_intdigest(after)
 
 
 # ------------------------------------------------------------------------------ user headers
@@ -337,6 +341,7 @@ def _limits(w: _Walk, label: str, plen: int, hlen: int) -> None:
 _LENGTHS_AT = {"Z1": 48, "Z2": 48, "C": 48, "V": 32}
 _RESERVED_AT = {"C": 56, "V": 40}
 _LENGTHS = struct.Struct("<II")
+_CK_ID = struct.Struct("<QQQ")  # a Z1/Z2/C/V frame's checksum, then its u128 id as two halves
 
 
 class MessageField(LazyChildren):
@@ -416,38 +421,42 @@ def _frame(w: _Walk, i: int, off: int, end: int, base: tuple[int, int] | None = 
     if off + hsize > end:
         w.problems.append(("size", f"message {i}: header needs {hsize} bytes, {end - off} left"))
         return None, off
+    stored, lo, hi = _CK_ID.unpack_from(mv, off)
+    mid = lo | hi << 64
     hlen, plen = _LENGTHS.unpack_from(mv, off + _LENGTHS_AT[d])
-    mid = int.from_bytes(mv[off + 8:off + 24], "little")
     if base is None:
         (moff,) = _U64.unpack_from(mv, off + 24)
     else:
         moff = base[0] + _U32.unpack_from(mv, off + 24)[0]
-    label = _MessageLabel(i, mid, moff if w.polled else None)
+    # How problems name the message: made only for a problem (the hot path has none).
+    shown_moff = moff if w.polled else None
     if plen > MAX_PAYLOAD or hlen > MAX_USER_HEADERS:
-        _limits(w, str(label), plen, hlen)
+        _limits(w, str(_MessageLabel(i, mid, shown_moff)), plen, hlen)
     p = off + hsize
     stop = p + plen + hlen
     if stop > end:
-        w.problems.append(("size", f"{label}: payload {plen} + user headers {hlen} bytes overrun the data by "
-                                   f"{stop - end} bytes"))
+        w.problems.append(("size", f"{_MessageLabel(i, mid, shown_moff)}: payload {plen} + user headers {hlen} "
+                                   f"bytes overrun the data by {stop - end} bytes"))
         hf, _ = FRAME_HEADER[d].read_fields(mv, off, p)
         return Field(f"[{i}]", mid, off, end - off, "cut off", [*hf, w.rest("rest", p, end)]), end
     at = _RESERVED_AT.get(d)
     if at is not None:
         (reserved,) = _U64.unpack_from(mv, off + at)
         if reserved:
-            w.problems.append(("reserved", f"{label}: reserved header bytes are {reserved:#x}, not 0"))
-    (stored,) = _U64.unpack_from(mv, off)
+            w.problems.append(("reserved", f"{_MessageLabel(i, mid, shown_moff)}: reserved header bytes are "
+                                           f"{reserved:#x}, not 0"))
     if w.polled or stored or d == "V":
-        computed = frame_checksum(d, mv[off:stop])
+        computed = _sum_after_checksum(d, mv[off + 8:stop])
         if stored == computed:
             ck = "verified"
         else:
             ck = f"mismatch: computed {computed:#x}"
-            w.problems.append(("checksum", f"{label}: checksum {stored:#x} does not verify (computed {computed:#x})"))
+            w.problems.append(("checksum", f"{_MessageLabel(i, mid, shown_moff)}: checksum {stored:#x} does not "
+                                           f"verify (computed {computed:#x})"))
     else:
         ck = "set by the server"
-    headers = check_headers(mv, p + plen, stop, _typed_keys(d), label, w.problems) if hlen else 0
+    headers = check_headers(mv, p + plen, stop, _typed_keys(d), _MessageLabel(i, mid, shown_moff),
+                            w.problems) if hlen else 0
     text = f"{plen} bytes" + (f", {headers} headers" if headers else "")
     if w.polled:
         text = f"offset {moff}, {text}"
