@@ -10,6 +10,7 @@ import importlib
 import itertools
 import pkgutil
 import random
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -100,10 +101,88 @@ def test_amqp_fast_checked_from_values_is_its_general_path(capture: Path, monkey
     lazy = runner.invoke(cli.app, args, catch_exceptions=False)
     assert lazy.stdout
 
-    def refuse(self: Struct, buf: object, off: int, end: int) -> tuple:
-        raise DecodeError("the general path, please", off)
-
-    monkeypatch.setattr(Struct, "read_values", refuse)
+    monkeypatch.setattr(Struct, "read_values", _refuse)
     general = runner.invoke(cli.app, args, catch_exceptions=False)
     assert (lazy.exit_code, lazy.stdout, lazy.stderr) == (general.exit_code, general.stdout, general.stderr)
     assert b"engine.dissector_error" not in lazy.stdout_bytes
+
+
+# AMQP 0-9-1: a method whose arguments are integers, bits and strings only is checked from
+# read_values and made a lazy frame; with read_values refused, the general path decodes it. Both
+# must give the same frames, fields, Info lines and findings (tests.replay.normal), on every
+# bundled capture, mutated variants of them, and the busy session.
+AMQP091 = sorted(p.name for p in (ROOT / "captures" / "amqp091").glob("*.pcap*"))
+
+
+def _amqp091_both(recs: Sequence, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dissectors.amqp091 import Amqp091Dissector
+    from tests.replay import replay
+
+    for hot in (True, False):
+        dissector = Amqp091Dissector(hot=hot)
+        for rec in recs:
+            lazy = replay(dissector, rec)
+            with monkeypatch.context() as m:
+                m.setattr(Struct, "read_values", _refuse)
+                general = replay(dissector, rec)
+            assert lazy == general
+
+
+def _refuse(self: Struct, buf: object, off: int, end: int) -> tuple:
+    raise DecodeError("the general path, please", off)
+
+
+@pytest.mark.parametrize("name", AMQP091)
+def test_amqp091_methods_checked_from_values_are_the_general_path(name: str, monkeypatch: pytest.MonkeyPatch):
+    from tests.test_amqp091_hotpath import mutate, recordings
+
+    recs = recordings(name)
+    rng = random.Random(name)
+    _amqp091_both([*recs, *(mutate(rec, rng, 8) for rec in recs)], monkeypatch)
+
+
+def test_amqp091_busy_session_checked_from_values_is_the_general_path(monkeypatch: pytest.MonkeyPatch):
+    from tests.test_amqp091_hotpath import busy_session
+
+    _amqp091_both([busy_session()], monkeypatch)
+
+
+def _sample(layout: Struct) -> dict:
+    from dissectors.schema import Bit, Int
+
+    return {f.name: (False if isinstance(f.type, Bit) else 7 if isinstance(f.type, Int) else "x") for f in layout.fields}
+
+
+def test_every_amqp091_method_checked_from_values_fits_exactly(monkeypatch: pytest.MonkeyPatch):
+    """Each such method, well formed, with bytes after its arguments, and cut short: the first a
+    lazy frame equal to the general path's, the others the general path's findings."""
+    import struct
+
+    from analyzer.jsonout import fields_json
+    from dissectors.amqp091 import decode
+    from dissectors.amqp091 import rules as R
+    from dissectors.amqp091.methods import METHODS
+
+    def frame_of(code: int, args: bytes) -> bytes:
+        payload = struct.pack(">HH", code >> 16, code & 0xFFFF) + args
+        return struct.pack(">BHI", 1, 1, len(payload)) + payload + b"\xce"
+
+    plain = [m for code, m in METHODS.items() if decode._PLAIN[code]]
+    assert len(plain) > 40
+    for meth in plain:
+        args = meth.layout.write(_sample(meth.layout))
+        data = frame_of(meth.code, args)
+        lazy, _, values = decode.method("c2s", data, 1, len(data) - 8, 0, [])
+        assert type(lazy).__name__ == "LazyFrame" and lazy.findings == [], meth.name
+        with monkeypatch.context() as m:
+            m.setattr(Struct, "read_values", _refuse)
+            general, _, general_values = decode.method("c2s", data, 1, len(data) - 8, 0, [])
+        assert values == general_values, meth.name
+        assert (lazy.info, fields_json(lazy.fields)) == (general.info, fields_json(general.fields)), meth.name
+        data = frame_of(meth.code, args + b"\x00\x01")
+        trailing, _, _ = decode.method("c2s", data, 1, len(data) - 8, 0, [])
+        assert [f.id for f in trailing.findings] == [R.FRAMING_TRAILING.id], meth.name
+        if args:
+            data = frame_of(meth.code, args[:-1])
+            cut, _, _ = decode.method("c2s", data, 1, len(data) - 8, 0, [])
+            assert R.FRAMING_TRUNCATED.id in [f.id for f in cut.findings], meth.name

@@ -24,7 +24,7 @@ from dissectors.amqp091.methods import CLASSES, LEGACY_CLASSES, METHODS, Method
 from dissectors.amqp091.properties import decode_properties, scan_properties
 from dissectors.amqp091.wire import TableNotes
 from dissectors.kit.lazy import QUICK_INFO, LazyFrame
-from dissectors.schema import DecodeError
+from dissectors.schema import Bit, DecodeError, Int, Prefixed
 
 HDR = struct.Struct(">BHI")
 IDS = struct.Struct(">HH")
@@ -111,6 +111,12 @@ def build_method(frame: LazyFrame, meth: Method) -> tuple[list[Field], str]:
     return fields, method_info(meth, {f.name: f.value for f in args})
 
 
+#: Methods whose arguments are all integers, bits and strings: checked from their values alone
+#: (Struct.read_values; method()'s general path decodes the others, and whatever does not fit).
+_PLAIN = {code: all(type(f.type) in (Int, Prefixed, Bit) for f in meth.layout.fields)
+          for code, meth in METHODS.items()}
+
+
 #: Methods whose Info line is their name alone (no Info arguments, no reply code): no decoding.
 _NAME_ONLY: dict[int, bool] = {}
 
@@ -127,6 +133,8 @@ def quick_method(frame: LazyFrame, meth: Method) -> str:
     values = INFO_VALUES.get(meth.code)
     if values is not None:  # lazy method frames of these passed their fast layout check
         return method_info(meth, values(data))
+    if _PLAIN[meth.code]:  # and these read_values' (method() made them lazy only then)
+        return method_info(meth, meth.layout.read_values(data, 11, 7 + HDR.unpack_from(data, 0)[2])[0])
     args, _stop = meth.layout.read_fields(memoryview(data), 11, 7 + HDR.unpack_from(data, 0)[2])
     return method_info(meth, {f.name: f.value for f in args})
 
@@ -146,6 +154,16 @@ def method(d: Direction, data: bytes, ch: int, size: int, offset: int,
             values = fast(data, end)
             if values is not None:
                 meth = METHODS[code]
+                return LazyFrame(d, offset, len(data), meth.name, code, findings, data, build_method, meth), meth, \
+                    values
+        meth = METHODS.get(code)
+        if meth is not None and _PLAIN[code]:
+            # No field table, no timestamp: the schema's values reader, and the tree when asked.
+            try:
+                values, stop = meth.layout.read_values(data, 11, end)
+            except DecodeError:
+                stop = -1
+            if stop == end:
                 return LazyFrame(d, offset, len(data), meth.name, code, findings, data, build_method, meth), meth, \
                     values
     fields = head_fields(1, ch, size)
