@@ -253,11 +253,13 @@ class SummaryRenderer:
                     self._mids.clear()
                 mid = self._mids[key] = safe(f" {endpoints(fr, out.arrows)} {fr.protocol:<16}")
             clock = self.clock
-            when = f"{fr.ts - clock.t0:>11.6f}" if clock.mode == "r" else f"{clock(fr.ts):>11}"
             info = fr.info or fr.command
             if len(info) > TEXT_LIMIT:
                 info = clip(info, TEXT_LIMIT)
-            text = f"{fr.packets[1]:>7} {when}{mid}{fr.size:>7} {safe(info)}"
+            if clock.mode == "r":  # the default, relative seconds: formatted in the line itself
+                text = f"{fr.packets[1]:>7} {fr.ts - clock.t0:>11.6f}{mid}{fr.size:>7} {safe(info)}"
+            else:
+                text = f"{fr.packets[1]:>7} {clock(fr.ts):>11}{mid}{fr.size:>7} {safe(info)}"
             if fr.file is not None:
                 text = safe(f"{fr.file} ") + text
             if links is not None:

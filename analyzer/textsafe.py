@@ -29,8 +29,12 @@ def _escape(m: re.Match[str]) -> str:
 
 def safe(text: str) -> str:
     """``text`` with every control character, terminal escape, bidi control and lone surrogate
-    escaped; the same object when there is nothing to escape (the common case costs one search)."""
-    if _UNSAFE.search(text) is None:
+    escaped; the same object when there is nothing to escape (the common case costs one scan).
+
+    Every character _UNSAFE matches is one ``str.isprintable`` rejects (controls, format
+    characters, separators, surrogates; tests/test_safe_output.py checks every code point), so
+    printable text, most of it, is answered by that scan in C without the regular expression."""
+    if text.isprintable() or _UNSAFE.search(text) is None:
         return text
     return _UNSAFE.sub(_escape, text)
 

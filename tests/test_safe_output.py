@@ -147,6 +147,18 @@ def test_every_byte_value_alone_through_safe_and_json():
         assert json.loads(doc.encode("utf-8"))["v"] in (text, f"\\x{b:02x}")
 
 
+def test_safe_escapes_every_unsafe_code_point_and_only_those():
+    """safe() answers printable text without its regular expression: that is right only while
+    every character the expression matches is one str.isprintable() rejects."""
+    from analyzer.textsafe import _UNSAFE
+
+    for c in map(chr, range(0x110000)):
+        unsafe = _UNSAFE.match(c) is not None
+        assert not (unsafe and c.isprintable()), hex(ord(c))
+        assert (safe(c) != c) == unsafe, hex(ord(c))
+        assert (safe(f"ok {c} ok") != f"ok {c} ok") == unsafe, hex(ord(c))
+
+
 def test_special_floats_are_strings_and_ordinary_ones_numbers():
     assert [strict_float(x) for x in (math.nan, math.inf, -math.inf, 1.5)] == ["NaN", "Infinity", "-Infinity", 1.5]
     # Even a float that did not pass through the field conversion is made strict, never NaN.
