@@ -261,3 +261,23 @@ def test_commands_docs_cover_every_key() -> None:
     assert any(c.name == "Publish" and c.versions == "2" for c in docs)
     assert any(c.name == "Deliver" and c.versions == "2" for c in docs)
     assert any(c.code == "draft 998" for c in docs)
+
+
+@pytest.mark.parametrize(("records", "count", "whole", "error"), [
+    (b"\x00\x00\x00\x01a\x00\x00\x00\x02bc", 2, 2, None),
+    (b"", 0, 0, None),
+    (b"\x00\x00\x00\x01a\x00\x00", 2, 1, "entry 3: sub-batch holds 1 of its 2 records"),
+    (b"\x00\x00\x00\x01a\x00\x00\x00\x09bc", 2, 1, "entry 3: sub-batch record 1 length 9 overruns the sub-batch"),
+    (b"\x80\x00\x00\x01a", 1, 0, f"entry 3: sub-batch record 0 length {0x80000001} overruns the sub-batch"),
+    (b"\x00\x00\x00\x01ab", 1, 1, "entry 3: 1 bytes after the sub-batch's 1 records"),
+])
+def test_sub_batch_records_counted_and_their_problems_worded(records: bytes, count: int, whole: int,
+                                                              error: str | None) -> None:
+    from dissectors.rabbitmq_stream.chunk import ChunkProblem, _sub_batch_records
+
+    for build in (True, False):
+        problems = ChunkProblem()
+        data = b"\xff" * 5 + records  # the records start after a few other bytes of the frame
+        fields, got = _sub_batch_records(data, 5, len(records), 0, count, None, 0, 100, 0, problems, 3, build)
+        assert got == whole and problems.errors == ([error] if error else [])
+        assert [f.value for f in fields] == ([100 + i for i in range(whole)] if build else [])

@@ -91,8 +91,10 @@ class LazyFrame(Frame):
             if text is None:
                 self._materialize()
             else:
-                _INFO.__set__(self, text + self._info_extra)
+                text += self._info_extra
+                _INFO.__set__(self, text)
                 self._info_done = True
+                return text
         return _INFO.__get__(self)
 
     @info.setter

@@ -286,22 +286,24 @@ def _sub_batch_records(buf: bytes, body: int, dlen: int, comp: int, count: int, 
     out: list[Field] = []
     pos = start
     wire = dbase >= 0
-    got = 0
-    for k in range(count):
+    unpack = U32.unpack_from
+    got = 0  # records whole so far
+    for got in range(count):
         if pos + 4 > stop:
-            problems.errors.append(f"entry {entry}: sub-batch holds {k} of its {count} records")
+            problems.errors.append(f"entry {entry}: sub-batch holds {got} of its {count} records")
             break
-        (n,) = U32.unpack_from(data, pos)
-        if n & 0x80000000 or pos + 4 + n > stop:
-            problems.errors.append(f"entry {entry}: sub-batch record {k} length {n} overruns the sub-batch")
+        (n,) = unpack(data, pos)
+        nxt = pos + 4 + n
+        if n & 0x80000000 or nxt > stop:
+            problems.errors.append(f"entry {entry}: sub-batch record {got} length {n} overruns the sub-batch")
             break
         if build:
-            off = None if first_offset is None else first_offset + rec + k
+            off = None if first_offset is None else first_offset + rec + got
             out.append(RecordField("record", off, pos + dbase if wire else -1, 4 + n if wire else 0, data, pos + 4,
                                    n, dbase))
-        pos += 4 + n
-        got += 1
+        pos = nxt
     else:
+        got = count
         if pos != stop:
             problems.errors.append(f"entry {entry}: {stop - pos} bytes after the sub-batch's {count} records")
     return out, got
