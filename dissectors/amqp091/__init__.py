@@ -15,14 +15,12 @@ from typing import Any
 
 from analyzer.api import CommandDoc, Connection, Dissector, Rule, Sniff
 from dissectors.amqp091.codes import FRAME_END, PROTOCOL_HEADERS
-from dissectors.amqp091.connection import DEFAULT_LIMITS, Amqp091Connection
-from dissectors.amqp091.machines import MACHINES
-from dissectors.amqp091.methods import CLASSES, METHODS
-from dissectors.amqp091.properties import PROPERTIES
-from dissectors.amqp091.rules import ALL_RULES
-from dissectors.kit import state as kit_state
 
 __all__ = ["Amqp091Dissector", "Amqp091Connection", "DEFAULT_LIMITS"]
+
+# The decoder's modules are imported by the methods that need them: a run loads every dissector
+# but decodes with those its conversations' ports or heuristics choose (tens of milliseconds of
+# start-up each otherwise).
 
 _HDR = struct.Struct(">BHI")
 
@@ -65,6 +63,8 @@ class Amqp091Dissector(Dissector):
         if ftype == 1:
             if size < 4 or len(data) < 11:
                 return Sniff(0.0)
+            from dissectors.amqp091.methods import CLASSES, METHODS
+
             cid, mid = struct.unpack_from(">HH", data, 7)
             meth = METHODS.get(cid << 16 | mid)
             if meth is None:
@@ -80,15 +80,24 @@ class Amqp091Dissector(Dissector):
         return Sniff(0.6 if complete and ch else 0.0)
 
     def connection(self, midstream: bool) -> Connection:
+        from dissectors.amqp091.connection import Amqp091Connection
+
         return Amqp091Connection(midstream, hot=self.hot, limits=self.limits)
 
     def resume(self, state: dict[str, Any]) -> Connection:
+        from dissectors.amqp091.connection import Amqp091Connection
+        from dissectors.kit import state as kit_state
+
         return kit_state.resume(state, Amqp091Connection)
 
     def rules(self) -> Sequence[Rule]:
+        from dissectors.amqp091.rules import ALL_RULES
+
         return ALL_RULES
 
     def machines(self) -> Sequence[Any]:
+        from dissectors.amqp091.machines import MACHINES
+
         return MACHINES
 
     def fields(self) -> Sequence[Any]:
@@ -98,6 +107,9 @@ class Amqp091Dissector(Dissector):
         return FIELDS
 
     def commands(self) -> Sequence[CommandDoc]:
+        from dissectors.amqp091.methods import METHODS
+        from dissectors.amqp091.properties import PROPERTIES
+
         docs = [CommandDoc("AMQP....", "ProtocolHeader", "c2s", "0-8 .. 1.0", "8-byte protocol header")]
         for meth in METHODS.values():
             flags = []
@@ -118,3 +130,13 @@ class Amqp091Dissector(Dissector):
                  CommandDoc("type 3", "ContentBody", "both", "0-9-1", "payload:bytes*"),
                  CommandDoc("type 8", "Heartbeat", "both", "0-9-1", "(empty, channel 0)")]
         return docs
+
+
+def __getattr__(name: str) -> Any:
+    # The connection class and its default limits stay importable from the package, loaded when
+    # asked for.
+    if name in ("Amqp091Connection", "DEFAULT_LIMITS"):
+        from dissectors.amqp091 import connection
+
+        return getattr(connection, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

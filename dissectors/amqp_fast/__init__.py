@@ -36,14 +36,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from analyzer.api import CommandDoc, Connection, Dissector, Option, Rule, Sniff
-from dissectors.amqp_fast.commands import COMMANDS, MESSAGE_HEAD, PROTOCOL_ID, PROTOCOL_VERSION, describe
-from dissectors.amqp_fast.connection import AmqpFastConnection, encoding
-from dissectors.amqp_fast.framing import DEFAULT_CAP, believable, header
-from dissectors.amqp_fast.machines import MACHINES
-from dissectors.amqp_fast.rules import ALL_RULES
-from dissectors.kit import state as kit_state
 
 __all__ = ["AmqpFastConnection", "AmqpFastDissector"]
+
+# The decoder's modules are imported by the methods that need them: a run loads every dissector
+# but decodes with those its conversations' ports or heuristics choose (tens of milliseconds of
+# start-up each otherwise).
 
 OPTIONS = (
     Option("bit_order", "order of bit fields packed into an octet: lsb (first field in the lowest bit, as AMQP "
@@ -66,6 +64,10 @@ class AmqpFastDissector(Dissector):
         """The client's initiation (128 1), alone or followed by a well-formed command; or the server's
         first CONNECTION CHALLENGE, whole and well-formed. Anything else (HTTP, TLS, random octets) is
         not AMQP/Fast."""
+        from dissectors.amqp_fast.commands import PROTOCOL_ID, PROTOCOL_VERSION
+        from dissectors.amqp_fast.connection import encoding
+        from dissectors.amqp_fast.framing import DEFAULT_CAP, believable, header
+
         enc = encoding(self.chosen())
         if len(data) >= 2 and data[0] == PROTOCOL_ID and data[1] == PROTOCOL_VERSION:
             if len(data) == 2:
@@ -88,15 +90,24 @@ class AmqpFastDissector(Dissector):
         return Sniff(0.0)
 
     def connection(self, midstream: bool) -> Connection:
+        from dissectors.amqp_fast.connection import AmqpFastConnection
+
         return AmqpFastConnection(midstream, self.chosen())
 
     def resume(self, state: dict[str, Any]) -> Connection:
+        from dissectors.amqp_fast.connection import AmqpFastConnection
+        from dissectors.kit import state as kit_state
+
         return kit_state.resume(state, AmqpFastConnection)
 
     def rules(self) -> Sequence[Rule]:
+        from dissectors.amqp_fast.rules import ALL_RULES
+
         return ALL_RULES
 
     def machines(self) -> Sequence[Any]:
+        from dissectors.amqp_fast.machines import MACHINES
+
         return MACHINES
 
     def fields(self) -> Sequence[Any]:
@@ -105,6 +116,8 @@ class AmqpFastDissector(Dissector):
         return FIELDS
 
     def commands(self) -> Sequence[CommandDoc]:
+        from dissectors.amqp_fast.commands import COMMANDS, MESSAGE_HEAD, describe
+
         docs = [CommandDoc("128 1", "INITIATION", "c2s", "0.7", "protocol_id:octet, protocol_version:octet")]
         for c in COMMANDS:
             extra = []
@@ -120,3 +133,12 @@ class AmqpFastDissector(Dissector):
         docs.append(CommandDoc("-", "MESSAGE FRAGMENT", "both", "0.7",
                                f"message head on the first fragment: {describe(MESSAGE_HEAD)}; then body octets"))
         return docs
+
+
+def __getattr__(name: str) -> Any:
+    # The connection class stays importable from the package, loaded when asked for.
+    if name == "AmqpFastConnection":
+        from dissectors.amqp_fast.connection import AmqpFastConnection
+
+        return AmqpFastConnection
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -45,22 +45,20 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from analyzer.api import CommandDoc, Connection, Dissector, Option, Rule, Sniff
-from dissectors.iggy.commands import COMMANDS, V_COMMANDS, V_REQUEST
-from dissectors.iggy.connection import IggyConnection
-from dissectors.iggy.dialects import DIALECTS
-from dissectors.iggy.framing import MAX_FRAME, V_HEADER
-from dissectors.iggy.login import MACHINE
-from dissectors.iggy.rules import RULES
-from dissectors.iggy.status import known
-from dissectors.kit import Machine
-from dissectors.kit import state as kit_state
-from dissectors.kit.catalog import FieldDef
-from dissectors.schema import Struct
+from dissectors.iggy.names import DIALECT_NAMES
+
+if TYPE_CHECKING:
+    from dissectors.kit import Machine
+    from dissectors.kit.catalog import FieldDef
 
 __all__ = ["IggyDissector"]
+
+# The decoder's modules are imported by the methods that need them: a run loads every dissector
+# but decodes with those its conversations' ports or heuristics choose (tens of milliseconds of
+# start-up each otherwise).
 
 _PAIR = struct.Struct("<II")
 #: A first request larger than this is not taken as Iggy by the heuristic (SEND_MESSAGES with a
@@ -75,9 +73,12 @@ class IggyDissector(Dissector):
     title = "Apache Iggy (binary TCP)"
     default_ports = (8090,)
     options = (Option("dialect", "Wire dialect: auto (detect from the bytes) or one of L0, L1, Z1, Z2, C, V",
-                      "auto", ("auto", *DIALECTS)),)
+                      "auto", ("auto", *DIALECT_NAMES)),)
 
     def sniff(self, data: bytes) -> Sniff:
+        from dissectors.iggy.commands import COMMANDS, V_REQUEST
+        from dissectors.iggy.status import known
+
         if len(data) < 8:
             return Sniff(0.0)
         length, code = _PAIR.unpack_from(data, 0)
@@ -102,16 +103,25 @@ class IggyDissector(Dissector):
         return Sniff(0.0)
 
     def connection(self, midstream: bool) -> Connection:
+        from dissectors.iggy.connection import IggyConnection
+
         chosen = self.setting("dialect")
         return IggyConnection(midstream, None if chosen == "auto" else chosen)
 
     def resume(self, state: dict[str, Any]) -> Connection:
+        from dissectors.iggy.connection import IggyConnection
+        from dissectors.kit import state as kit_state
+
         return kit_state.resume(state, IggyConnection)
 
     def rules(self) -> Sequence[Rule]:
+        from dissectors.iggy.rules import RULES
+
         return RULES
 
     def machines(self) -> Sequence[Machine]:
+        from dissectors.iggy.login import MACHINE
+
         return (MACHINE,)
 
     def fields(self) -> Sequence[FieldDef]:
@@ -120,6 +130,9 @@ class IggyDissector(Dissector):
         return tuple(CATALOG)
 
     def commands(self) -> Sequence[CommandDoc]:
+        from dissectors.iggy.commands import COMMANDS
+        from dissectors.schema import Struct
+
         docs: list[CommandDoc] = []
         for cmd in COMMANDS.values():
             for dialects, layout in cmd.layouts:
@@ -132,5 +145,8 @@ class IggyDissector(Dissector):
 
 def _v_start(data: bytes) -> bool:
     """A V header: size at 48 within bounds, a known command at 60, zero reserved bytes 62..128."""
+    from dissectors.iggy.commands import V_COMMANDS
+    from dissectors.iggy.framing import MAX_FRAME, V_HEADER
+
     (size,) = struct.unpack_from("<I", data, 48)
     return V_HEADER <= size <= MAX_FRAME and data[60] in V_COMMANDS and not any(data[62:128])

@@ -19,6 +19,7 @@ import re
 
 from analyzer.api import Field
 from dissectors.iggy.commands import COMMANDS
+from dissectors.iggy.names import DIALECT_NAMES
 from dissectors.iggy.status import STATUS
 from dissectors.kit import Dialect
 
@@ -49,6 +50,7 @@ V = _dialect("V", "VSR edge (server-0.9): 256-byte consensus header, login+regis
              first_id=0)
 
 DIALECTS: dict[str, Dialect] = {d.name: d for d in (L0, L1, Z1, Z2, C, V)}
+assert tuple(DIALECTS) == DIALECT_NAMES, "names.py lists the dialects this module defines, in this order"
 #: The classic dialects (framing of sections 1.1/1.2), newest first: the order in which a
 #: connection prefers its remaining candidates while the bytes do not decide.
 CLASSIC: tuple[str, ...] = ("C", "Z2", "Z1", "L1", "L0")

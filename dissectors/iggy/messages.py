@@ -48,6 +48,7 @@ from typing import Any
 import xxhash
 
 from analyzer.api import Field
+from dissectors.iggy.names import DIALECT_NAMES
 from dissectors.iggy.types import (
     HEADER_KINDS,
     IDENTIFIER,
@@ -64,7 +65,7 @@ from dissectors.iggy.types import (
 from dissectors.kit.lazy import BASE_CHILDREN, LazyChildren, LazyField
 from dissectors.schema import DecodeError, F, Fixed, Struct
 
-DIALECTS = ("L0", "L1", "Z1", "Z2", "C", "V")
+DIALECTS = DIALECT_NAMES
 LEGACY = ("L0", "L1")
 
 #: Server limits (iggy.md 5.3): errors 4022 and 4017.

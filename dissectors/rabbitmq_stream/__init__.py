@@ -15,20 +15,19 @@ Dialects (``Frame.dialect`` / ``Connection.dialect``):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from analyzer.api import CommandDoc, Connection, Dissector, Rule, Sniff
-from dissectors.kit import Machine
-from dissectors.kit import state as kit_state
-from dissectors.kit.catalog import FieldDef
-from dissectors.rabbitmq_stream import heuristic
-from dissectors.rabbitmq_stream.connection import StreamConnection
-from dissectors.rabbitmq_stream.draft import DRAFT_COMMANDS
-from dissectors.rabbitmq_stream.handshake import MACHINE
-from dissectors.rabbitmq_stream.layouts import COMMANDS, RESPONSE_BIT
-from dissectors.rabbitmq_stream.rules import RULES
+
+if TYPE_CHECKING:
+    from dissectors.kit import Machine
+    from dissectors.kit.catalog import FieldDef
 
 __all__ = ["RabbitMQStreamDissector"]
+
+# The decoder's modules are imported by the methods that need them: a run loads every dissector
+# but decodes with those its conversations' ports or heuristics choose (tens of milliseconds of
+# start-up each otherwise).
 
 class RabbitMQStreamDissector(Dissector):
     name = "rabbitmq_stream"
@@ -37,18 +36,29 @@ class RabbitMQStreamDissector(Dissector):
 
     def sniff(self, data: bytes) -> Sniff:
         # Evidence, not a plausible header: see heuristic.py (a Kafka request header reads as one).
+        from dissectors.rabbitmq_stream import heuristic
+
         return heuristic.sniff(data)
 
     def connection(self, midstream: bool) -> Connection:
+        from dissectors.rabbitmq_stream.connection import StreamConnection
+
         return StreamConnection(midstream)
 
     def resume(self, state: dict[str, Any]) -> Connection:
+        from dissectors.kit import state as kit_state
+        from dissectors.rabbitmq_stream.connection import StreamConnection
+
         return kit_state.resume(state, StreamConnection)
 
     def rules(self) -> Sequence[Rule]:
+        from dissectors.rabbitmq_stream.rules import RULES
+
         return RULES
 
     def machines(self) -> Sequence[Machine]:
+        from dissectors.rabbitmq_stream.handshake import MACHINE
+
         return (MACHINE,)
 
     def fields(self) -> Sequence[FieldDef]:
@@ -58,6 +68,9 @@ class RabbitMQStreamDissector(Dissector):
         return tuple(CATALOG)
 
     def commands(self) -> Sequence[CommandDoc]:
+        from dissectors.rabbitmq_stream.draft import DRAFT_COMMANDS
+        from dissectors.rabbitmq_stream.layouts import COMMANDS, RESPONSE_BIT
+
         docs: list[CommandDoc] = []
         for cmd in COMMANDS.values():
             versions = ", ".join(str(v) for v in sorted(cmd.requests))
