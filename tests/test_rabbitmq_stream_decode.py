@@ -281,3 +281,39 @@ def test_sub_batch_records_counted_and_their_problems_worded(records: bytes, cou
         fields, got = _sub_batch_records(data, 5, len(records), 0, count, None, 0, 100, 0, problems, 3, build)
         assert got == whole and problems.errors == ([error] if error else [])
         assert [f.value for f in fields] == ([100 + i for i in range(whole)] if build else [])
+
+
+def test_sub_batch_records_checked_alike_with_and_without_their_fields() -> None:
+    """Checking only (no fields) takes a shortcut for records of one length; building the fields
+    walks them one by one: both must count the same records and word the same problems."""
+    import random
+    import struct
+
+    from dissectors.rabbitmq_stream.chunk import ChunkProblem, _sub_batch_records
+
+    rng = random.Random(15)
+    uniform = 0
+    for _ in range(3000):
+        count = rng.choice((1, 2, 3, 20, 50))
+        size = rng.choice((0, 1, 7, 100))
+        lengths = [size] * count if rng.random() < 0.6 else [rng.choice((0, 1, 7, 100)) for _ in range(count)]
+        records = b"".join(struct.pack(">I", n) + bytes([n % 251]) * n for n in lengths)
+        cut = rng.random()
+        if cut < 0.15:
+            records = records[:rng.randrange(len(records) + 1)]  # cut short
+        elif cut < 0.3:
+            records += bytes(rng.randrange(1, 9))  # trailing bytes
+        elif cut < 0.35:
+            records = b"\x80" + records[1:] if records else records  # a length with its top bit set
+        elif cut < 0.4 and len(records) > 8:
+            at = rng.randrange(len(records))
+            records = records[:at] + bytes([rng.randrange(256)]) + records[at + 1:]
+        uniform += len(set(lengths)) == 1
+        data = b"\x01\x02" + records
+        results = []
+        for build in (True, False):
+            problems = ChunkProblem()
+            _, got = _sub_batch_records(data, 2, len(records), 0, count, None, 0, 0, 0, problems, 4, build)
+            results.append((got, problems.errors))
+        assert results[0] == results[1], (lengths, records.hex())
+    assert uniform > 1000
