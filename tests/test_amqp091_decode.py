@@ -200,3 +200,28 @@ def test_huge_claimed_sizes_do_not_hang_or_allocate() -> None:
     bad_table = b"\x00\x32\x00\x0a\x00\x00\x01q\x00\x00\x00\x00\x10" + b"\x01k" + b"A\x7f\xff\xff\xff"
     fr = decode_one(E.frame(1, 1, bad_table))
     assert fr.findings
+
+
+def test_clean_content_type_remembers_answers_by_bytes_and_stays_bounded() -> None:
+    """The hot path's property check remembers its answer per property bytes: the remembered
+    answer must be the computed one for every input, clean or not, and the memory bounded."""
+    import random
+
+    from dissectors.amqp091 import properties as P
+
+    rng = random.Random(91)
+    pieces = [b"\x80\x00\x10application/json", b"\x90\x00\x04text\x02", b"\x10\x00\x02", b"\x80\x00\x05bad",
+              b"\x00\x00", b"\x80\x01\x00", b"\x20\x00\x00\x00\x00\x05\x01aS\x00\x00\x00\x00"]
+    for _ in range(2000):
+        props = rng.choice(pieces)
+        if rng.random() < 0.5:
+            props = bytes(rng.randrange(256) if rng.random() < 0.1 else b for b in props)
+        data = b"\x02" * 19 + props + b"\xce"
+        want = P._clean_content_type(data, 19, 19 + len(props))
+        assert P.clean_content_type(data, 19, 19 + len(props)) == want
+        assert P.clean_content_type(data, 19, 19 + len(props)) == want  # the remembered answer
+        assert len(P._CLEAN_SEEN) <= P._CLEAN_SEEN_MAX
+    long_props = b"\x80\x00" + bytes([255]) + b"t" * 255 + b"\x00" * 10
+    data = b"\x02" * 19 + long_props + b"\xce"
+    P.clean_content_type(data, 19, 19 + len(long_props))
+    assert bytes(long_props) not in P._CLEAN_SEEN  # long lists are not kept

@@ -152,13 +152,35 @@ _REST_KINDS: dict[int, tuple[int, ...] | None] = {}
 _NOT_SEEN: Any = object()
 
 
+#: clean_content_type's answers by property bytes: a publisher sends the same properties message
+#: after message, so most headers are answered by one lookup. Bounded: short lists only, and
+#: emptied when full.
+_CLEAN_SEEN: dict[bytes, str | None] = {}
+_CLEAN_KEY_MAX = 256
+_CLEAN_SEEN_MAX = 1024
+
+
 def clean_content_type(buf: bytes, off: int, end: int) -> str | None:
     """The content type of a property list that scan_properties would pass without a word
     (no problem, no table note) and that fills [off, end) exactly; None otherwise.
 
     The hot path's shortcut for the headers of busy connections: when this says None, the
-    general path runs scan_properties to say what is wrong.
+    general path runs scan_properties to say what is wrong. A function of the bytes alone, so
+    the answer for bytes seen before is remembered.
     """
+    if end - off > _CLEAN_KEY_MAX:
+        return _clean_content_type(buf, off, end)
+    key = bytes(buf[off:end])
+    got = _CLEAN_SEEN.get(key, _NOT_SEEN)
+    if got is _NOT_SEEN:
+        got = _clean_content_type(buf, off, end)
+        if len(_CLEAN_SEEN) >= _CLEAN_SEEN_MAX:
+            _CLEAN_SEEN.clear()
+        _CLEAN_SEEN[key] = got
+    return got
+
+
+def _clean_content_type(buf: bytes, off: int, end: int) -> str | None:
     if off + 2 > end:
         return None
     flags = buf[off] << 8 | buf[off + 1]
