@@ -139,6 +139,16 @@ def quick_method(frame: LazyFrame, meth: Method) -> str:
     return method_info(meth, {f.name: f.value for f in args})
 
 
+def _filling_values(meth: Method, data: bytes, end: int) -> dict[str, Any] | None:
+    """The arguments of a method without field tables or timestamps when they fill the frame
+    exactly (the schema's values reader; the tree is built when asked); None otherwise."""
+    try:
+        values, stop = meth.layout.read_values(data, 11, end)
+    except DecodeError:
+        return None
+    return values if stop == end else None
+
+
 def method(d: Direction, data: bytes, ch: int, size: int, offset: int,
            findings: list[Finding]) -> tuple[Frame, Method | None, dict[str, Any] | None]:
     """A method frame: (frame, its method or None when unknown/truncated, its argument values).
@@ -149,21 +159,13 @@ def method(d: Direction, data: bytes, ch: int, size: int, offset: int,
     if size >= 4:
         cid, mid = IDS.unpack_from(data, 7)
         code = cid << 16 | mid
-        fast = FAST.get(code)
-        if fast is not None:
-            values = fast(data, end)
-            if values is not None:
-                meth = METHODS[code]
-                return LazyFrame(d, offset, len(data), meth.name, code, findings, data, build_method, meth), meth, \
-                    values
         meth = METHODS.get(code)
-        if meth is not None and _PLAIN[code]:
-            # No field table, no timestamp: the schema's values reader, and the tree when asked.
-            try:
-                values, stop = meth.layout.read_values(data, 11, end)
-            except DecodeError:
-                stop = -1
-            if stop == end:
+        if meth is not None:
+            fast = FAST.get(code)
+            values = fast(data, end) if fast is not None else None
+            if values is None and _PLAIN[code]:
+                values = _filling_values(meth, data, end)
+            if values is not None:
                 return LazyFrame(d, offset, len(data), meth.name, code, findings, data, build_method, meth), meth, \
                     values
     fields = head_fields(1, ch, size)

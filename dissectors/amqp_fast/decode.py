@@ -72,26 +72,20 @@ def command(d: Direction, data: bytes, offset: int, enc: Encoding) -> tuple[Fram
             _check_values(cmd, values, findings)
             if data[end] != COMMAND_END:
                 findings.append(_end_missing(data[end], cmd.name))
-            frame = LazyFrame(d, offset, len(data), cmd.name, code, findings, data, _tree_later, (enc, cmd, values))
+            frame = LazyFrame(d, offset, len(data), cmd.name, code, findings, data, _tree_later,
+                              (enc, cmd.name, cmd, values))
             return frame, cmd, values
     return _command_tree(d, data, offset, enc, hs, size, code, cmd)
 
 
-def _tree_later(frame: LazyFrame, ctx: tuple[Encoding, Command, dict[str, Any]]) -> tuple[list[Field], str]:
-    enc, cmd, values = ctx
+def _tree_later(frame: LazyFrame, ctx: tuple[Encoding, str, Command, dict[str, Any]]) -> tuple[list[Field], str]:
+    enc, name, cmd, values = ctx
     data = frame.data
     assert data is not None
     hs, size = header(data, 0)
     fields = _fields(data, hs, size, cmd, enc, [])
     _finish(fields, values, data)
-    return fields, info(cmd.name, cmd, values)
-
-
-def _quick_later(frame: LazyFrame, ctx: tuple[Encoding, Command, dict[str, Any]]) -> str:
-    return info(ctx[1].name, ctx[1], ctx[2])
-
-
-QUICK_INFO[_tree_later] = _quick_later
+    return fields, info(name, cmd, values)
 
 
 def _command_tree(d: Direction, data: bytes, offset: int, enc: Encoding, hs: int, size: int, code: int,
@@ -174,12 +168,13 @@ def _built(frame: LazyFrame, ctx: tuple[list[Field], str, Command | None, dict[s
     return ctx[0], _quick_info(frame, ctx)
 
 
-def _quick_info(frame: LazyFrame, ctx: tuple[list[Field], str, Command | None, dict[str, Any]]) -> str:
+def _quick_info(frame: LazyFrame, ctx: tuple[Any, str, Command | None, dict[str, Any]]) -> str:
+    """The Info line of either lazy command frame: both contexts end in (name, command, values)."""
     _, name, cmd, values = ctx
     return info(name, cmd, values)
 
 
-QUICK_INFO[_built] = _quick_info
+QUICK_INFO[_built] = QUICK_INFO[_tree_later] = _quick_info
 
 
 def _prefix(shape: Any, view: memoryview, start: int, stop: int) -> tuple[list[Field], int]:

@@ -284,10 +284,10 @@ def _sub_batch_records(buf: bytes, body: int, dlen: int, comp: int, count: int, 
         data = got
         dbase, start, stop = -1, 0, len(data)
     out: list[Field] = []
-    if not build and count and _uniform(data, start, stop, count):
+    pos = _uniform_end(data, start, stop, count) if not build and count else -1
+    if pos >= 0:
         # The records all have the length of the first and fit: what the loop below would find,
         # without a step per record (a producer's batch of like messages, the usual case).
-        pos = start + count * (4 + U32.unpack_from(data, start)[0])
         if pos != stop:
             problems.errors.append(f"entry {entry}: {stop - pos} bytes after the sub-batch's {count} records")
         return out, count
@@ -316,23 +316,23 @@ def _sub_batch_records(buf: bytes, body: int, dlen: int, comp: int, count: int, 
     return out, got
 
 
-def _uniform(data: bytes | memoryview, start: int, stop: int, count: int) -> bool:
-    """Whether ``count`` records from ``start`` all carry the first one's length (top bit clear)
-    and end by ``stop``: the four octets of every length prefix compared at once, a strided slice
-    per octet, in C."""
+def _uniform_end(data: bytes | memoryview, start: int, stop: int, count: int) -> int:
+    """Where ``count`` records from ``start`` end when they all carry the first one's length (top
+    bit clear) and end by ``stop``; -1 otherwise. The four octets of every length prefix are
+    compared at once, a strided slice per octet, in C."""
     if start + 4 > stop:
-        return False
+        return -1
     first = bytes(data[start:start + 4])
     if first[0] & 0x80:
-        return False
+        return -1
     step = 4 + U32.unpack_from(first)[0]
     end = start + count * step
     if end > stop:
-        return False
+        return -1
     for j in range(4):
         if bytes(data[start + j:end:step]) != first[j:j + 1] * count:
-            return False
-    return True
+            return -1
+    return end
 
 
 def _inflate(dec: Callable[[bytes, int], bytes], payload: bytes, comp: int, ulen: int | None,
