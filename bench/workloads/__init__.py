@@ -27,6 +27,7 @@ NAMES = (
     "amqp091_short_connections",
     "amqp091_large_bodies",
     "amqp091_confirms",
+    "amqp091_publish_consume",
     "rabbitmq_stream_subbatch",
     "iggy_send_poll",
     "amqp_fast_fragmented",
