@@ -813,7 +813,10 @@ class Analyzer:
                 dl = conn.deadline()
                 if dl != conv.deadline:
                     conv.deadline = dl
-                    if dl is not None:
+                    wake = conv.wake
+                    # A wake-up already due at or before the new deadline stands (schedule() would
+                    # keep it: its idle expiry, if any, came from an earlier last packet).
+                    if dl is not None and (wake is None or wake[0] > dl):
                         self._wakeups.schedule(conv, self.idle_timeout)
             return result
         except Exception as exc:  # a dissector bug must not end the whole analysis
