@@ -44,6 +44,18 @@ def head_fields(ftype: int, ch: int, size: int) -> list[Field]:
             Field("size", size, 3, 4)]
 
 
+def _info_template(meth: Method) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+    """(format, argument names, their defaults) of a method's Info arguments: one printf-style
+    format for ``label=value ...`` (str() of each value, which is what an f-string gives for
+    every value type the schema decodes)."""
+    labels = " ".join(f"{label.replace('%', '%%')}=%s" for label, _arg in meth.info)
+    return labels, tuple(arg for _label, arg in meth.info), ("",) * len(meth.info)
+
+
+#: Method code -> (format of the Info arguments, their names, their defaults), for methods with some.
+INFO_TEMPLATES = {code: _info_template(meth) for code, meth in METHODS.items() if meth.info}
+
+
 def method_info(meth: Method, values: dict[str, Any]) -> str:
     if "reply_code" in values:
         rc = values["reply_code"]
@@ -52,11 +64,13 @@ def method_info(meth: Method, values: dict[str, Any]) -> str:
         info = f"{meth.name} {rc} " + (text if isinstance(text, str) and text.startswith(name) else
                                        f"{name} {text}".rstrip())
         if meth.info:
-            info += " " + " ".join(f"{label}={values.get(arg, '')}" for label, arg in meth.info)
+            fmt, args, blanks = INFO_TEMPLATES[meth.code]
+            info += " " + fmt % tuple(map(values.get, args, blanks))
         return info
     if not meth.info:
         return meth.name
-    return meth.name + " " + " ".join(f"{label}={values.get(arg, '')}" for label, arg in meth.info)
+    fmt, args, blanks = INFO_TEMPLATES[meth.code]
+    return meth.name + " " + fmt % tuple(map(values.get, args, blanks))
 
 
 # ------------------------------------------------------------------------------ protocol header
