@@ -825,7 +825,8 @@ class Analyzer:
     def _emit(self, conv: Conversation, out: Iterable[Event], fed: Direction | None = None, fed_at: int = 0,
               packet: int = 0, ts: float = 0.0, fed_end: int = 0) -> list[Event]:
         """Stamp a dissector's frames and findings with where they came from; given back as the
-        dissector's own list when it made one (stamped in place: no copy).
+        dissector's own list when it made one (stamped in place: no copy), or in a findings-only
+        run, as a new list of what that run shows (see ``drop`` below).
 
         ``fed``, ``fed_at``, ``packet``, ``ts``, ``fed_end``: the direction, stream offsets (start,
         end), packet and time of the bytes just fed (None after a hole, a tick or the end), which
@@ -845,6 +846,11 @@ class Analyzer:
         unrecorded = fed is not None  # the fed segment is not in its side's segments yet
         cli = srv = None  # the endpoints' texts, made for the first frame (not kept per conversation)
         n_frames = 0
+        # A findings-only run gives back the findings and the frames that carry findings or a link
+        # (a request awaiting its response, a response naming its request); the other frames are
+        # only counted, and their segments consumed, without being stamped.
+        drop = self.findings_only
+        kept: list[Event] = []
         for ev in events:
             if isinstance(ev, Frame):
                 d = ev.direction
@@ -858,8 +864,8 @@ class Analyzer:
                     elif side.older is not None:
                         side.only_newest()
                     last = packet
-                    ev.packets = here
-                    ev.ts = ts
+                    packets = here
+                    fts = ts
                 else:
                     if unrecorded:  # the general path needs it among the segments
                         unrecorded = False
@@ -867,11 +873,18 @@ class Analyzer:
                     side = c2s if d == _C2S else s2c
                     if side.older is None:  # at most one segment: the frame lies in it
                         last = side.seg_packet
-                        ev.packets = (last, last)
-                        ev.ts = side.seg_ts
+                        packets = None
+                        fts = side.seg_ts
                     else:
-                        first, last, ev.ts = side.packets_for(start, start + ev.size)
-                        ev.packets = (first, last)
+                        first, last, fts = side.packets_for(start, start + ev.size)
+                        packets = (first, last)
+                n_frames += 1
+                ref = ev.ref
+                if (drop and ref is None and not ev.findings and not ev.dialect and not ev.awaits
+                        and ev.request is None):
+                    continue
+                ev.packets = packets if packets is not None else (last, last)
+                ev.ts = fts
                 ev.flow = fid
                 ev.community_id = cid
                 ev.file = None  # set when events are given back per file (_localised)
@@ -895,18 +908,18 @@ class Analyzer:
                 else:
                     ev.src, ev.dst = srv, cli
                 ev.protocol = protocol
-                ref = ev.ref
                 if ref is not None:  # the dissector kept a reference: later findings can point here
                     ref[2] = last
                 if ev.dialect:
                     info.dialect = ev.dialect
                 else:  # every frame of a conversation names the dialect seen so far, as flows does
                     ev.dialect = info.dialect
-                n_frames += 1
                 for f in ev.findings:
                     f.flow, f.frame, f.community_id = fid, last, cid
                     f.service = endpoint_text(info.server_ip, info.server_port)
                     info.count(f.severity)
+                if drop and (ev.findings or ev.awaits or ev.request is not None):
+                    kept.append(ev)
             else:
                 ev.flow = fid
                 ev.community_id = cid
@@ -916,14 +929,12 @@ class Analyzer:
                     ev.frame = related[2]
                     ev.related = None
                 info.count(ev.severity)
+                if drop:
+                    kept.append(ev)
         if unrecorded:
             (c2s if fed is _C2S else s2c).add(fed_end, packet, ts)
         info.frames += n_frames
-        if self.findings_only and n_frames:
-            # Findings are final here (stamped above); frames of other classes may lack the slots.
-            return [ev for ev in events if not isinstance(ev, Frame) or ev.findings
-                    or getattr(ev, "awaits", False) or getattr(ev, "request", None) is not None]
-        return events
+        return kept if drop else events
 
     def _account(self, conv: Conversation, f: Finding) -> Finding:
         """Stamp an engine finding with its conversation and count it."""
