@@ -8,6 +8,7 @@ Field names are snake_case, as the field catalogue (:mod:`.catalog`) registers t
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from typing import Any
 
 from analyzer.api import Direction, Field, Finding, Frame
@@ -131,26 +132,42 @@ _PLAIN = {code: all(type(f.type) in (Int, Prefixed, Bit) for f in meth.layout.fi
           for code, meth in METHODS.items()}
 
 
-#: Methods whose Info line is their name alone (no Info arguments, no reply code): no decoding.
-_NAME_ONLY: dict[int, bool] = {}
+def _quick_for(meth: Method) -> Callable[[bytes], str]:
+    """The function quick_method uses for ``meth``'s frames: the data's Info line, by the cheapest
+    reader that gives build_method's values."""
+    name = meth.name
+    has_reply_code = any(f.name == "reply_code" for f in meth.layout.fields)
+    if not meth.info and not has_reply_code:  # the name alone: no decoding
+        return lambda data: name
+    values = INFO_VALUES.get(meth.code)
+    if values is not None and not has_reply_code:
+        # Lazy method frames of these passed their fast layout check. method_info's own format,
+        # with the name put in front once.
+        fmt, args, blanks = INFO_TEMPLATES[meth.code]
+        head = f"{name.replace('%', '%%')} {fmt}"
+        return lambda data: head % tuple(map(values(data).get, args, blanks))
+    if _PLAIN[meth.code]:  # and these read_values' (method() made them lazy only then)
+        layout = meth.layout
+        return lambda data: method_info(meth, layout.read_values(data, 11, 7 + HDR.unpack_from(data, 0)[2])[0])
+
+    def general(data: bytes) -> str:
+        args, _stop = meth.layout.read_fields(memoryview(data), 11, 7 + HDR.unpack_from(data, 0)[2])
+        return method_info(meth, {f.name: f.value for f in args})
+    return general
+
+
+#: Method code -> its quick Info function, made on first use.
+_QUICK: dict[int, Callable[[bytes], str]] = {}
 
 
 def quick_method(frame: LazyFrame, meth: Method) -> str:
     """The Info line build_method gives, without the frame's field tree."""
-    name_only = _NAME_ONLY.get(meth.code)
-    if name_only is None:
-        name_only = _NAME_ONLY[meth.code] = not meth.info and all(f.name != "reply_code" for f in meth.layout.fields)
-    if name_only:
-        return meth.name
+    quick = _QUICK.get(meth.code)
+    if quick is None:
+        quick = _QUICK[meth.code] = _quick_for(meth)
     data = frame.data
     assert data is not None
-    values = INFO_VALUES.get(meth.code)
-    if values is not None:  # lazy method frames of these passed their fast layout check
-        return method_info(meth, values(data))
-    if _PLAIN[meth.code]:  # and these read_values' (method() made them lazy only then)
-        return method_info(meth, meth.layout.read_values(data, 11, 7 + HDR.unpack_from(data, 0)[2])[0])
-    args, _stop = meth.layout.read_fields(memoryview(data), 11, 7 + HDR.unpack_from(data, 0)[2])
-    return method_info(meth, {f.name: f.value for f in args})
+    return quick(data)
 
 
 def _filling_values(meth: Method, data: bytes, end: int) -> dict[str, Any] | None:
@@ -366,10 +383,23 @@ def quick_body(frame: LazyFrame, msg: tuple | None) -> str:
     return info
 
 
+#: content type -> whether it names text; asked for every message shown (a few types in a capture).
+_TEXTUAL: dict[str, bool] = {}
+
+
+def _textual(content_type: str) -> bool:
+    textual = _TEXTUAL.get(content_type)
+    if textual is None:
+        if len(_TEXTUAL) >= 256:  # a capture of ever new types: the memory stays small
+            _TEXTUAL.clear()
+        ct = content_type.lower()
+        textual = _TEXTUAL[content_type] = ct.startswith(_TEXT_TYPES) or ct.endswith(("+json", "+xml"))
+    return textual
+
+
 def _is_text(content_type: str, raw: bytes) -> str | None:
-    ct = content_type.lower()
-    textual = ct.startswith(_TEXT_TYPES) or ct.endswith(("+json", "+xml"))
-    if not textual and ct:
+    textual = _textual(content_type)
+    if not textual and content_type:
         return None
     try:
         text = raw.decode("utf-8")
