@@ -11,7 +11,6 @@ import enum
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -340,8 +339,8 @@ def inspect(
     # One process where the output depends on what was shown before across conversations (-c
     # stops after N frames; -t d times each frame from the previous one shown) and for a stream,
     # which can be read only once.
-    if max_frames is None and time_format != "d" and not any(is_stream(p) for p in paths):
-        from analyzer import jobs as parallel
+    if max_frames is None and time_format != "d" and jobs != 1 and not any(is_stream(p) for p in paths):
+        from analyzer import jobs as parallel  # here: multiprocessing costs start-up that --jobs 1 is spared
 
         n = jobs if jobs is not None else parallel.auto_jobs(paths)
         if n > 1:
@@ -407,6 +406,8 @@ class Display:
                 # One document, streamed: frames are written as they come (memory stays flat, as with
                 # JSON Lines); the free-standing findings, which the document lists after the frames,
                 # wait in a temporary file meanwhile.
+                import tempfile  # here: only the JSON document needs it (4 ms of start-up otherwise)
+
                 self.spool = tempfile.TemporaryFile("w+", encoding="utf-8", errors="surrogateescape")
                 writer.write('{"capture":' + dumps(capture) + ',\n"frames":[')
 
