@@ -263,9 +263,9 @@ class SummaryRenderer:
             # printf-style: a third cheaper than the same f-string with format specs (the same text
             # for ints and floats, nan and inf included).
             if clock.mode == "r":  # the default, relative seconds: formatted in the line itself
-                text = "%7d %11.6f%s%7d %s\n" % (fr.packets[1], fr.ts - clock.t0, mid, fr.size, info)
+                text = "%7d %11.6f%s%7d %s\n" % (fr.packets[1], fr.ts - clock.t0, mid, fr.size, info)  # noqa: UP031
             else:
-                text = "%7d %11s%s%7d %s\n" % (fr.packets[1], clock(fr.ts), mid, fr.size, info)
+                text = "%7d %11s%s%7d %s\n" % (fr.packets[1], clock(fr.ts), mid, fr.size, info)  # noqa: UP031
             if fr.file is not None:
                 text = safe(f"{fr.file} ") + text
             out.stream.write(text)
