@@ -251,6 +251,18 @@ class Connection:
     #: The protocol variant seen so far (e.g. ``"2020-draft"``), or None when plain/unknown.
     dialect: str | None = None
 
+    #: Frames decoded, checked and counted but not made (see :meth:`leave_out_plain_frames`);
+    #: the engine adds them to the conversation's count after each call and sets this back to 0.
+    frames_left_out: int = 0
+
+    def leave_out_plain_frames(self) -> bool:
+        """The run shows only findings (``inspect --only-findings``), so a frame that would carry
+        nothing but its own decoding (no finding, no anchor for later findings, no link, no
+        dialect) need not be made: the connection may count such frames in
+        :attr:`frames_left_out` instead. Asked once, before the first call; True when the
+        connection will (the default: it makes every frame)."""
+        return False
+
     def feed(self, direction: Direction, data: bytes, ts: float) -> Iterable[Event]:
         """Next in-order bytes of ``direction``; ``ts`` is the capture time of their segment."""
         raise NotImplementedError

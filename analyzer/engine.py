@@ -673,6 +673,7 @@ class Analyzer:
         conv.dissector = dissector
         try:
             conv.conn = dissector.connection(conv.midstream)
+            conv.leaves_out = self.findings_only and _leaves_out(conv.conn)
         except Exception as exc:  # a broken plugin leaves the conversation undecoded, not the run dead
             conv.conn = None
             conv.info.protocol = dissector.name
@@ -800,6 +801,9 @@ class Analyzer:
                 except Exception:
                     (conv.c2s if direction is _C2S else conv.s2c).add(end, packet, ts)
                     raise
+                if conv.leaves_out and conn.frames_left_out:
+                    conv.info.frames += conn.frames_left_out
+                    conn.frames_left_out = 0
                 if out:
                     result = self._emit(conv, out, direction, offset, packet, ts, end)
                 else:
@@ -973,6 +977,9 @@ class Analyzer:
         if conv.conn is not None:
             try:
                 yield from self._emit(conv, conv.conn.end(ts))
+                if conv.leaves_out and conv.conn.frames_left_out:
+                    conv.info.frames += conv.conn.frames_left_out
+                    conv.conn.frames_left_out = 0
             except Exception as exc:
                 yield self._account(conv, _dissector_crash(conv, exc))
             if conv.conn.dialect:
@@ -1088,6 +1095,7 @@ class Analyzer:
                 if c["conn"] is not None:
                     try:
                         conv.conn = conv.dissector.resume(c["conn"])
+                        conv.leaves_out = self.findings_only and _leaves_out(conv.conn)
                     except Exception as exc:  # a broken snapshot: that conversation stays undecoded
                         conv.timed, conv.deadline = False, None
                         self._startup_errors.append(self._account(conv, _dissector_crash(conv, exc)))
@@ -1112,6 +1120,13 @@ def _foreign_bytes(conv: Conversation, side: Side, size: int) -> None:
             conv.info.bytes_c2s += size
         else:
             conv.info.bytes_s2c += size
+
+
+def _leaves_out(conn: Connection) -> bool:
+    """Whether a connection will leave out the frames a findings-only run does not show (see
+    Connection.leave_out_plain_frames; duck-typed connections without it make every frame)."""
+    ask = getattr(conn, "leave_out_plain_frames", None)
+    return ask is not None and ask() is True
 
 
 def _dissector_crash(conv: Conversation, exc: Exception) -> Finding:

@@ -289,7 +289,7 @@ class Conversation:
     """An open conversation: both directions, its dissector once chosen, and its wake-up entry."""
 
     __slots__ = ("info", "key", "c2s", "s2c", "dissector", "conn", "pending", "undecided", "midstream", "closed",
-                 "isn_client", "timed", "deadline", "wake", "foreign")
+                 "isn_client", "timed", "deadline", "wake", "foreign", "leaves_out")
 
     def __init__(self, info: FlowInfo, max_buffer: int, midstream: bool) -> None:
         self.info = info
@@ -313,6 +313,8 @@ class Conversation:
         #: Another analyzer decodes this conversation (one shard of ``--jobs``): this one only
         #: follows it far enough to number conversations as that one does.
         self.foreign = False
+        #: Its connection leaves out plain frames (a findings-only run): their count is collected.
+        self.leaves_out = False
 
     def reopened_by(self, isn: int) -> bool:
         """Whether a client SYN with sequence number ``isn`` starts a new conversation on this

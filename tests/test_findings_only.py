@@ -41,3 +41,16 @@ def test_the_frames_kept_back_are_still_counted():
         counts.append((len(frames), [(f.id, f.frames, f.errors, f.warnings, f.notes) for f in analyzer.flows]))
     (all_frames, rows), (kept, rows_kept) = counts
     assert rows == rows_kept and kept < all_frames // 2
+
+
+@pytest.mark.parametrize("capture", CAPTURES, ids=lambda p: str(p.relative_to(ROOT / "captures")))
+def test_every_frame_is_counted_on_every_capture(capture: Path):
+    # Including the frames a connection left out instead of making them (leave_out_plain_frames).
+    rows = []
+    for only in (False, True):
+        analyzer = Analyzer(dissectors=load_dissectors())
+        analyzer.findings_only = only
+        for _ in analyzer.run_files([str(capture)]):
+            pass
+        rows.append([(f.id, f.frames, f.errors, f.warnings, f.notes, f.dialect) for f in analyzer.flows])
+    assert rows[0] == rows[1]

@@ -66,8 +66,11 @@ class Amqp091Connection(BaseConnection):
     # a few hundred MB, so an established connection's state is kept to about a kilobyte.
     __slots__ = ("midstream", "hot", "limits", "dialect", "foreign", "ts", "side_c2s", "side_s2c", "hs", "closed",
                  "tuned", "frame_max", "channel_max", "heartbeat", "server_tune", "mechanisms", "frame_min", "limit",
-                 "chans", "tracks", "content_c2s", "content_s2c", "corr", "silence", "over", "unconfirmed_cleared", "_quiet")
-    TRANSIENT = ("_quiet",)
+                 "chans", "tracks", "content_c2s", "content_s2c", "corr", "silence", "over", "unconfirmed_cleared", "_quiet",
+                 "leave_out", "frames_left_out")
+    # leave_out and frames_left_out belong to the run, not the conversation: the engine asks again
+    # when it resumes one (leave_out_plain_frames), and the count is collected after every call.
+    TRANSIENT = ("_quiet", "leave_out", "frames_left_out")
 
     def __init__(self, midstream: bool = False, hot: bool = True, limits: dict[str, int] | None = None) -> None:
         self.midstream = midstream
@@ -114,6 +117,14 @@ class Amqp091Connection(BaseConnection):
 
     def _rebuild(self) -> None:
         self._quiet = self._quiet_bounds()
+        #: The hot path counts the content header and body frames it checked in frames_left_out
+        #: instead of making them (leave_out_plain_frames).
+        self.leave_out = False
+        self.frames_left_out = 0
+
+    def leave_out_plain_frames(self) -> bool:
+        self.leave_out = True
+        return True
 
     def snapshot(self) -> dict[str, Any]:
         return kit_snapshot(self)

@@ -101,16 +101,19 @@ class ContentSide:
             return
         self.add_body(ch, frame, data, size, findings)
 
-    def add_body(self, ch: int, frame: LazyFrame, data: bytes, size: int, findings: list[Finding]) -> None:
-        """Count a body frame into the message on ``ch`` (whose body is due); complete it when whole."""
+    def add_body(self, ch: int, frame: LazyFrame | None, data: bytes, size: int, findings: list[Finding]) -> None:
+        """Count a body frame into the message on ``ch`` (whose body is due); complete it when whole.
+        ``frame`` None: a frame the hot path left out (its bytes still kept, for a later frame that
+        completes the message and is shown)."""
         meta = self.meta[ch]
         entry, done = self.seq.add(ch, size)
         assert entry is not None
         frames = meta[1] = meta[1] + 1
         kept = meta[2]
         if done and frames == 1:
-            # The whole message in one frame (the common case): no accumulation.
-            kept = data[7:7 + min(size, BODY_KEEP)]
+            # The whole message in one frame (the common case): no accumulation, and nothing kept
+            # when nobody will show it.
+            kept = data[7:7 + min(size, BODY_KEEP)] if frame is not None else b""
         elif len(kept) < BODY_KEEP:
             kept = meta[2] = kept + data[7:7 + min(size, BODY_KEEP - len(kept))]
         if done:
@@ -119,7 +122,8 @@ class ContentSide:
             if received > expected:
                 findings.append(R.CONTENT_BODY_SIZE(f"body frames carry {received} bytes, the header announced "
                                                     f"{expected}"))
-            complete(frame, entry[0], received, frames, bytes(kept), meta[0])
+            if frame is not None:
+                complete(frame, entry[0], received, frames, bytes(kept), meta[0])
 
     def drop(self, ch: int) -> None:
         """The channel was closed or reopened: whatever was due on it is gone."""

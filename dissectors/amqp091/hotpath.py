@@ -105,8 +105,7 @@ def _hot_method(conn: Amqp091Connection, d: Direction, data: bytes, pos: int, st
     if extra:
         frame._info_extra = extra
     if meth.content:
-        side = conn.side_c2s if d is C2S else conn.side_s2c
-        after = _hot_content(d, meth, data, stop, ch, base, conn._quiet[0], side.cap, out)
+        after = _hot_content(conn, d, meth, data, stop, ch, base, out)
         if after:
             return after
         if content is None:
@@ -115,7 +114,7 @@ def _hot_method(conn: Amqp091Connection, d: Direction, data: bytes, pos: int, st
     return stop
 
 
-def _hot_content(d: Direction, meth: Method, data: bytes, pos: int, ch: int, base: int, quiet_size: int, cap: int,
+def _hot_content(conn: Amqp091Connection, d: Direction, meth: Method, data: bytes, pos: int, ch: int, base: int,
                  out: list[Event]) -> int:
     """The content header and single body frame of a hot content-bearing method just accepted on
     ``ch``, when both follow in this segment (how clients and brokers write them) and pass the
@@ -128,6 +127,8 @@ def _hot_content(d: Direction, meth: Method, data: bytes, pos: int, ch: int, bas
     n = len(data)
     if n - pos < 8:
         return 0
+    quiet_size = conn._quiet[0]
+    cap = (conn.side_c2s if d is C2S else conn.side_s2c).cap
     ftype, hch, hsize = HDR.unpack_from(data, pos)
     hstop = pos + hsize + 8
     if (ftype != 2 or hch != ch or hstop > n or hsize < 14 or hsize > quiet_size or hsize > cap
@@ -147,6 +148,12 @@ def _hot_content(d: Direction, meth: Method, data: bytes, pos: int, ch: int, bas
         if (ftype != 3 or bch != ch or bsize != body_size or bstop > n or bsize > quiet_size or bsize > cap
                 or data[bstop - 1] != FRAME_END):
             return 0
+    if conn.leave_out:  # a findings-only run: checked, counted, not made
+        if not body_size:
+            conn.frames_left_out += 1
+            return hstop
+        conn.frames_left_out += 2
+        return bstop
     header = LazyFrame(d, base + pos, hsize + 8, "ContentHeader", 2, [], data[pos:hstop], build_header, None)
     out.append(header)
     # decode.complete, inline: the message is whole on its last frame.
@@ -177,11 +184,16 @@ def _hot_header(conn: Amqp091Connection, d: Direction, data: bytes, pos: int, st
     content_type = clean_content_type(data, pos + 19, stop - 1)
     if content_type is None:
         return 0
-    frame = LazyFrame(d, base + pos, size + 8, "ContentHeader", 2, [], data[pos:stop], build_header, None)
-    out.append(frame)
     del content.awaiting[ch]
+    if conn.leave_out:  # a findings-only run: checked, counted, not made
+        conn.frames_left_out += 1
+        frame = None
+    else:
+        frame = LazyFrame(d, base + pos, size + 8, "ContentHeader", 2, [], data[pos:stop], build_header, None)
+        out.append(frame)
     if body_size == 0:
-        complete(frame, due[0], 0, 0, b"", content_type)
+        if frame is not None:
+            complete(frame, due[0], 0, 0, b"", content_type)
     else:
         content.seq.start(ch, due[0], body_size, due[2])
         content.meta[ch] = [content_type, 0, b""]
@@ -200,6 +212,10 @@ def _hot_body(conn: Amqp091Connection, d: Direction, data: bytes, pos: int, stop
     entry = content.body.get(ch)
     if entry is None or entry[2] + size > entry[1]:
         return 0
+    if conn.leave_out:  # a findings-only run: checked, counted, not made
+        conn.frames_left_out += 1
+        content.add_body(ch, None, data[pos:stop], size, [])
+        return stop
     raw = data[pos:stop]
     frame = LazyFrame(d, base + pos, size + 8, "ContentBody", 3, [], raw, build_body, None)
     out.append(frame)

@@ -1,0 +1,103 @@
+"""A findings-only run lets an AMQP 0-9-1 connection leave out the content header and body frames
+its hot path checked (Connection.leave_out_plain_frames, counted in frames_left_out instead).
+Differential against the same connection making every frame: call by call, the events it still
+gives are the full run's in the same order and the same form (tests.replay.normal), the ones it
+leaves out are content frames without findings, and it counts exactly those; on every bundled
+capture, mutated and mid-stream variants of them, and the busy session of the hot-path test."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from analyzer.api import Frame
+from dissectors.amqp091 import Amqp091Dissector
+from dissectors.amqp091 import encode as E
+from tests.replay import Recorded, normal
+from tests.test_amqp091_hotpath import ALL, busy_session, midstream, mutate, recordings
+
+DISSECTOR = Amqp091Dissector()
+
+
+def run(rec: Recorded, leave_out: bool) -> list[tuple[list, int]]:
+    """Per call: the events in normal form (each with whether it is a plain content frame), and
+    how many frames the connection counted instead of making."""
+    conn = DISSECTOR.connection(rec.midstream)
+    if leave_out:
+        assert conn.leave_out_plain_frames() is True
+    calls = []
+    for name, args in rec.calls:
+        events = list(getattr(conn, name)(*args) or ())
+        plain = [isinstance(e, Frame) and e.command in ("ContentHeader", "ContentBody") and not e.findings
+                 for e in events]
+        calls.append((list(zip(normal(events), plain, strict=True)), conn.frames_left_out))
+        conn.frames_left_out = 0
+    return calls
+
+
+def check(rec: Recorded) -> int:
+    """Asserts the lean run is the full run minus counted plain content frames; how many were left out."""
+    total = 0
+    for (full, none), (lean, left) in zip(run(rec, False), run(rec, True), strict=True):
+        assert none == 0
+        it = iter(full)
+        missing = 0
+        for ev, _ in lean:  # lean is full with some plain content frames taken out
+            for want, plain in it:
+                if want == ev:
+                    break
+                assert plain, f"{want} is missing from the findings-only run and is not a plain content frame"
+                missing += 1
+            else:
+                raise AssertionError(f"{ev} is not in the full run (or out of order)")
+        for want, plain in it:
+            assert plain, f"{want} is missing from the findings-only run and is not a plain content frame"
+            missing += 1
+        assert missing == left
+        total += left
+    return total
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_leaving_out_on_every_capture_and_variants(name: str) -> None:
+    rng = random.Random(f"lean-{name}")
+    for rec in recordings(name):
+        check(rec)
+        for i in range(20):
+            check(mutate(rec, rng, 1 + i % 6))
+        for i in range(6):
+            cut = midstream(rec, rng)
+            check(cut if i % 2 else mutate(cut, rng, 2))
+
+
+def test_leaving_out_on_a_busy_session() -> None:
+    rec = busy_session()
+    assert check(rec) > 100  # the content frames really are left out
+    rng = random.Random("lean-busy")
+    for i in range(100):
+        check(mutate(rec, rng, 1 + i % 4))
+
+
+def test_a_resumed_connection_makes_every_frame_until_asked() -> None:
+    # leave_out belongs to the run: a snapshot does not carry it.
+    conn = DISSECTOR.connection(False)
+    conn.leave_out_plain_frames()
+    resumed = DISSECTOR.resume(conn.snapshot())
+    assert resumed.leave_out is False and resumed.frames_left_out == 0
+
+
+def test_a_shown_last_body_frame_still_previews_the_bytes_of_left_out_ones() -> None:
+    # Three body frames, each in its own segment; the last one carries more than the header
+    # announced (a finding: the general path takes it and shows the message). The first two were
+    # left out, but their bytes are the start of its preview.
+    s = E.Script().handshake().open_channel(1)
+    s.c(E.method("Basic.Publish", 1, exchange="", routing_key="q") + E.content_header(1, 12, {"content-type": "text/plain"}))
+    s.c(E.body(1, b"abcd"))
+    s.c(E.body(1, b"efgh"))
+    s.c(E.body(1, b"ijklmn"))
+    s.close((1,))
+    rec = Recorded("amqp091", False, [("feed", (d, data, ts)) for d, data, ts in s.steps] + [("end", (s.ts + 1,))])
+    assert check(rec) == 3  # the header and the first two body frames
+    shown = [e for call, _ in run(rec, True) for e, _ in call if e[0] == "frame" and e[4] == "ContentBody"]
+    assert len(shown) == 1 and "abcdefghijkl" in shown[0][6] and shown[0][9]
