@@ -100,17 +100,27 @@ def _hot_method(conn: Amqp091Connection, d: Direction, data: bytes, pos: int, st
     if values is None:
         return 0
     frame = LazyFrame(d, base + pos, size + 8, meth.name, meth.code, [], raw, build_method, meth)
-    out.append(frame)
+    leave_out = conn.leave_out
+    if not leave_out:
+        out.append(frame)
     extra = act(conn, d, ch, meth, values, frame)
     if extra:
         frame._info_extra = extra
     if meth.content:
         after = _hot_content(conn, d, meth, data, stop, ch, base, out)
         if after:
-            return after
-        if content is None:
-            content = conn.content_of(d)
-        content.awaiting[ch] = [meth.name, meth.class_id, frame.anchor()]
+            stop = after
+        else:
+            if content is None:
+                content = conn.content_of(d)
+            content.awaiting[ch] = [meth.name, meth.class_id, frame.anchor()]
+    if leave_out:
+        # A findings-only run: the frame is given only when its action found something or a later
+        # finding may point at it (its content left out by _hot_content comes after it either way).
+        if frame.findings or frame.ref is not None:
+            out.append(frame)
+        else:
+            conn.frames_left_out += 1
     return stop
 
 
