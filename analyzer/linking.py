@@ -78,8 +78,8 @@ class Linker:
             held = False
             request = None
             if isinstance(ev, Frame):
-                request = getattr(ev, "request", None)  # frame classes with their own slots may lack it
-                held = holds and getattr(ev, "awaits", False)
+                request = ev.request
+                held = holds and ev.awaits
             if not queue and not held and request is None:
                 yield ev, None  # the usual frame: where the capture is does not matter
                 continue
