@@ -10,6 +10,7 @@ synthetic session like the benchmark's.
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -81,6 +82,20 @@ def midstream(rec: Recorded, rng: random.Random) -> Recorded:
     return Recorded(rec.protocol, True, calls)
 
 
+def variants(name: str, seed: str, mutated: int = 20, joined: int = 0) -> Iterator[Recorded]:
+    """Every recorded conversation of capture ``name``, each followed by ``mutated`` mutated
+    variants of it (1 to 6 edits) and ``joined`` mid-stream cuts (every other one mutated too),
+    all from one random generator seeded with ``seed``: the inputs of the differential tests."""
+    rng = random.Random(seed)
+    for rec in recordings(name):
+        yield rec
+        for i in range(mutated):
+            yield mutate(rec, rng, 1 + i % 6)
+        for i in range(joined):
+            cut = midstream(rec, rng)
+            yield cut if i % 2 else mutate(cut, rng, 2)
+
+
 @pytest.mark.parametrize("name", ALL)
 def test_hot_and_general_paths_agree_on_captures_joined_midstream(name: str) -> None:
     rng = random.Random(f"mid-{name}")
@@ -111,14 +126,21 @@ def busy_session() -> Recorded:
     return Recorded("amqp091", False, calls)
 
 
+def busy_variants(seed: str, n: int) -> Iterator[Recorded]:
+    """``n`` mutated variants (1 to 4 edits) of the busy session, from a generator seeded with ``seed``."""
+    rec = busy_session()
+    rng = random.Random(seed)
+    for i in range(n):
+        yield mutate(rec, rng, 1 + i % 4)
+
+
 def test_hot_and_general_paths_agree_on_a_busy_session() -> None:
     rec = busy_session()
     out = same(rec)
     assert sum(1 for e in out if e[0] == "frame") > 300
     assert not [e for e in out if e[0] == "finding"] and not [f for e in out if e[0] == "frame" for f in e[9]]
-    rng = random.Random("busy")
-    for i in range(200):
-        same(mutate(rec, rng, 1 + i % 4))
+    for variant in busy_variants("busy", 200):
+        same(variant)
 
 
 def test_the_hot_path_takes_the_busy_frames() -> None:

@@ -8,15 +8,13 @@ and mid-stream variants of them, and the busy session of the hot-path test."""
 
 from __future__ import annotations
 
-import random
-
 import pytest
 
 from analyzer.api import Frame
 from dissectors.amqp091 import Amqp091Dissector
 from dissectors.amqp091 import encode as E
 from tests.replay import Recorded, normal
-from tests.test_amqp091_hotpath import ALL, busy_session, midstream, mutate, recordings
+from tests.test_amqp091_hotpath import ALL, busy_session, busy_variants, variants
 
 DISSECTOR = Amqp091Dissector()
 
@@ -63,22 +61,15 @@ def check(rec: Recorded) -> int:
 
 @pytest.mark.parametrize("name", ALL)
 def test_leaving_out_on_every_capture_and_variants(name: str) -> None:
-    rng = random.Random(f"lean-{name}")
-    for rec in recordings(name):
+    for rec in variants(name, f"lean-{name}", mutated=20, joined=6):
         check(rec)
-        for i in range(20):
-            check(mutate(rec, rng, 1 + i % 6))
-        for i in range(6):
-            cut = midstream(rec, rng)
-            check(cut if i % 2 else mutate(cut, rng, 2))
 
 
 def test_leaving_out_on_a_busy_session() -> None:
     rec = busy_session()
     assert check(rec) > 100  # frames really are left out
-    rng = random.Random("lean-busy")
-    for i in range(100):
-        check(mutate(rec, rng, 1 + i % 4))
+    for variant in busy_variants("lean-busy", 100):
+        check(variant)
 
 
 def test_a_resumed_connection_makes_every_frame_until_asked() -> None:

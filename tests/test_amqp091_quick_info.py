@@ -4,15 +4,13 @@ gives, on every frame of every bundled capture, mutated variants of them and a b
 
 from __future__ import annotations
 
-import random
-
 import pytest
 
 from analyzer.api import Frame
 from dissectors.amqp091 import Amqp091Dissector
 from dissectors.kit.lazy import QUICK_INFO, LazyFrame
 from tests.replay import Recorded
-from tests.test_amqp091_hotpath import ALL, busy_session, mutate, recordings
+from tests.test_amqp091_hotpath import ALL, busy_session, busy_variants, variants
 
 DISSECTORS = (Amqp091Dissector(), Amqp091Dissector(hot=False))
 
@@ -49,16 +47,12 @@ def check(rec: Recorded) -> int:
 
 @pytest.mark.parametrize("name", ALL)
 def test_quick_info_is_the_tree_info_on_every_capture(name: str) -> None:
-    rng = random.Random(f"quick-{name}")
-    for rec in recordings(name):
+    for rec in variants(name, f"quick-{name}", mutated=20):
         check(rec)
-        for i in range(20):
-            check(mutate(rec, rng, 1 + i % 6))
 
 
 def test_quick_info_on_a_busy_session() -> None:
     rec = busy_session()
     assert check(rec) > 300  # the quick path really ran
-    rng = random.Random("quick-busy")
-    for i in range(100):
-        check(mutate(rec, rng, 1 + i % 4))
+    for variant in busy_variants("quick-busy", 100):
+        check(variant)

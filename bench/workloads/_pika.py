@@ -29,3 +29,13 @@ def consume(conn: pika.BlockingConnection, want: int, got: list[int], timeout: f
         if time.monotonic() > deadline:
             raise SystemExit(f"consumed {len(got)} of {want} messages")
         conn.process_data_events(time_limit=0.2)
+
+
+def consume_and_close(conn: pika.BlockingConnection, ch: object, tag: str, queue: str, want: int,
+                      got: list[int]) -> None:
+    """Pumps until ``got`` holds ``want`` items, then cancels the consumer ``tag``, deletes ``queue``
+    and closes the connection (how a consuming workload ends its recording)."""
+    consume(conn, want, got)
+    ch.basic_cancel(tag)  # type: ignore[attr-defined]
+    ch.queue_delete(queue)  # type: ignore[attr-defined]
+    conn.close()

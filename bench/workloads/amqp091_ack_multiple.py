@@ -35,11 +35,7 @@ def session(n: int) -> None:
         if len(got) % 1000 == 0 or len(got) == n:
             c.basic_ack(method.delivery_tag, multiple=True)
 
-    tag = ch.basic_consume(q, on_message)
-    _pika.consume(con, n, got)
-    ch.basic_cancel(tag)
-    ch.queue_delete(q)
-    con.close()
+    _pika.consume_and_close(con, ch, ch.basic_consume(q, on_message), q, n, got)
 
 
 def build(out: Path, scale: float = 1.0) -> None:

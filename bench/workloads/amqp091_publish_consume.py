@@ -43,11 +43,8 @@ def session(n: int) -> None:
     tag = ch.basic_consume(QUEUE, on_message)
     publisher = threading.Thread(target=_publish, args=(n,))
     publisher.start()
-    _pika.consume(con, n, got)
+    _pika.consume_and_close(con, ch, tag, QUEUE, n, got)
     publisher.join()
-    ch.basic_cancel(tag)
-    ch.queue_delete(QUEUE)
-    con.close()
 
 
 def build(out: Path, scale: float = 1.0) -> None:
