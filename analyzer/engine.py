@@ -891,7 +891,6 @@ class Analyzer:
                 ev.ts = fts
                 ev.flow = fid
                 ev.community_id = cid
-                ev.file = None  # set when events are given back per file (_localised)
                 if cli is None:
                     # The texts of the two conversations that emitted last are remembered here, not
                     # per conversation (there can be 100,000 open): busy ones emit batch after batch.

@@ -117,7 +117,7 @@ class Amqp091Connection(BaseConnection):
 
     def _rebuild(self) -> None:
         self._quiet = self._quiet_bounds()
-        #: The hot path counts the content header and body frames it checked in frames_left_out
+        #: The hot path counts the frames it checked that carry nothing to show in frames_left_out
         #: instead of making them (leave_out_plain_frames).
         self.leave_out = False
         self.frames_left_out = 0

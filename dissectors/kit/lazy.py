@@ -52,6 +52,8 @@ class LazyFrame(Frame):
         self.src = ""
         self.dst = ""
         self.protocol = ""
+        self.community_id = None
+        self.file = None
         self._build = build
         self._ctx = ctx
         # Computed fields added before the tree is built: Fields, or (name, value, display) for

@@ -2,7 +2,8 @@
 
 Sans-IO: bytes in through ``feed``/``gap``/``end`` (and capture time through ``tick``), Frames and
 Findings out. A :class:`~dissectors.kit.Framer` per direction cuts frames (uint32 Size + Size
-bytes); decoding is table-driven (:mod:`.layouts`, :mod:`.draft`) except Deliver, the hot path;
+bytes); decoding is table-driven (:mod:`.layouts`, :mod:`.draft`) except Deliver, and a client's
+Publish is first tried by a hot path that checks it without building its tree (``_hot_publish``);
 the dialect is a :class:`~dissectors.kit.Dialect` (:mod:`.dialects`); the handshake is a
 transition table (:mod:`.handshake`); requests and responses are paired by a
 :class:`~dissectors.kit.Correlator`; per-command bookkeeping is the :data:`TRACK` table
@@ -18,8 +19,9 @@ from analyzer.api import Connection, Direction, Event, Field, Finding, Frame, Fr
 from dissectors.kit import Correlator, Framer, Piece, Silence, plain_state
 from dissectors.kit import state as kit_state
 from dissectors.kit.dialect import Dialect
+from dissectors.kit.lazy import QUICK_INFO, LazyFrame
 from dissectors.rabbitmq_stream import rules as R
-from dissectors.rabbitmq_stream.chunk import ChunkInfo, ChunkProblem, decode_chunk
+from dissectors.rabbitmq_stream.chunk import ChunkInfo, ChunkProblem, decode_chunk, decode_entries
 from dissectors.rabbitmq_stream.dialects import (
     CURRENT,
     DIALECTS,
@@ -32,11 +34,14 @@ from dissectors.rabbitmq_stream.dialects import (
 from dissectors.rabbitmq_stream.handshake import MACHINE, message
 from dissectors.rabbitmq_stream.layouts import RESPONSE_BIT as BIT
 from dissectors.rabbitmq_stream.layouts import Command
-from dissectors.rabbitmq_stream.track import CODED, REMEMBER, TRACK
+from dissectors.rabbitmq_stream.track import CODED, REMEMBER, TRACK, track_published
+from dissectors.rabbitmq_stream.wire import STRING
 from dissectors.schema import DecodeError, Struct
 
 HEAD = struct.Struct(">IHH")
 U64 = struct.Struct(">Q")
+U32 = struct.Struct(">I")
+PUBLISH = 0x0002
 I32 = struct.Struct(">i")
 _unpack_i32 = I32.unpack_from
 C2S, S2C = Direction.C2S, Direction.S2C
@@ -83,6 +88,8 @@ class StreamConnection(Connection):
                  "tracked", "credit", "sub_stream", "gone", "_dialect")
     #: Rebuilt by ``_rebuild`` after a resume: the dialect object.
     TRANSIENT = ("_dialect",)
+    #: False: every frame takes the general path (the hot path's reference, for the differential test).
+    hot = True
 
     def __init__(self, midstream: bool) -> None:
         self.midstream = midstream
@@ -207,6 +214,10 @@ class StreamConnection(Connection):
         if dia is None:
             dia = self._dialect = DRAFT if version == 0 and key_raw in DRAFT.commands else CURRENT
             self.dialect = dia.name
+        if key_raw == PUBLISH and dia is CURRENT and d is C2S and self.hot:
+            hot = self._hot_publish(piece, data, size, version)
+            if hot is not None:
+                return hot
         findings: list[Finding] = []
         fields = [Field("size", size, 0, 4), Field("key", key_raw, 4, 2), Field("version", version, 6, 2)]
         frame = Frame(d, piece.offset, len(data), "Unknown", key_raw, "", fields, findings, dia.name, data)
@@ -258,7 +269,7 @@ class StreamConnection(Connection):
         if name == "Deliver" and not is_resp:
             _deliver(frame, data, version, dia, findings)
         else:
-            _generic(frame, layout, data, findings)
+            _generic(fields, frame.command, layout, data, findings)
         values = {f.name: f for f in fields}
         if not is_resp:
             if name != "Deliver":
@@ -272,6 +283,63 @@ class StreamConnection(Connection):
             findings.append(R.PRE_OPEN_FRAME(f"{frame.command} Size {size} before Open is above the "
                                              f"{PRE_OPEN_FRAME_MAX}-byte ceiling of RabbitMQ 4.3.5+"))
         self._track(frame, cmd, is_resp, d, values, dia, ts)
+        return frame
+
+    def _hot_publish(self, piece: Piece, data: bytes, size: int, version: int) -> LazyFrame | None:
+        """A Publish from the client (today's protocol) checked without its field tree: when none
+        of the general path's checks would speak, the state moves as the general path would move
+        it and the frame comes back lazy (the tree and Info line are built if a view asks);
+        otherwise None, having changed nothing, and the general path says what is wrong.
+        tests/test_rabbitmq_stream_hotpath.py holds the two paths to each other."""
+        if version != 1 and version != 2:
+            return None
+        hs = self.hs
+        if size > self.frame_max > 0 or (size > PRE_OPEN_FRAME_MAX and hs is not None and hs != "open"):
+            return None
+        nxt = hs
+        if hs is not None:
+            nxt, rule = MACHINE.judge(hs, C2S, "Publish")
+            if rule is not None:
+                return None
+        end = len(data)
+        if end < 13:
+            return None
+        pid = data[8]
+        pubs = self.publishers
+        if (pubs is None or pid not in pubs) and not self.lossy:
+            return None  # a publisher never declared: the general path reports it
+        (count,) = U32.unpack_from(data, 9)
+        off = 13
+        published: list[int] = []
+        problems: ChunkProblem | None = None  # one per frame: its sub-batches share a decompression budget
+        for _ in range(count):
+            if off + 8 > end:
+                return None
+            published.append(U64.unpack_from(data, off)[0])
+            off += 8
+            if version == 2:
+                try:
+                    _filter, off = STRING.value("filter_value", data, off, end)
+                except DecodeError:
+                    return None
+            if off + 4 > end:
+                return None
+            if version == 1 and data[off] & 0x80:  # a sub-batch: its records checked, none built
+                problems = problems or ChunkProblem()
+                _none, _records, new = decode_entries(data, off, end, 0, 1, None, problems, build=False)
+                if problems.errors or problems.limits or problems.notes or new == off:
+                    return None
+                off = new
+                continue
+            off += 4 + U32.unpack_from(data, off)[0]
+            if off > end:
+                return None
+        if off != end:
+            return None
+        self.hs = nxt
+        track_published(self, pid, published)
+        frame = LazyFrame(C2S, piece.offset, end, "Publish", PUBLISH, [], data, build_publish, version)
+        frame.dialect = CURRENT.name
         return frame
 
     def _is_response_by_direction(self, cmd: Command, d: Direction, data: bytes) -> bool:
@@ -407,13 +475,13 @@ def _direction_check(cmd: Command, is_resp: bool, d: Direction, findings: list[F
         findings.append(R.WRONG_DIRECTION(f"{cmd.name}{' response' if is_resp else ''} sent by the {side}"))
 
 
-def _generic(frame: Frame, layout: Struct | None, data: bytes, findings: list[Finding]) -> None:
+def _generic(fields: list[Field], command: str, layout: Struct | None, data: bytes, findings: list[Finding]) -> None:
+    """A frame's fields from offset 8 on, by its layout, appended to ``fields``."""
     if layout is None:
         return
     view = memoryview(data)
     end = len(data)
     off = 8
-    fields = frame.fields
     try:
         for spec in layout.fields:
             if spec.optional and off >= end:
@@ -421,18 +489,45 @@ def _generic(frame: Frame, layout: Struct | None, data: bytes, findings: list[Fi
             try:
                 f, off = spec.type.read(spec.name, view, off, end, spec)
             except DecodeError as exc:
-                findings.append(R.FRAME_TRUNCATED(f"{frame.command}: {exc} (Size {end - 4})", command=frame.command,
+                findings.append(R.FRAME_TRUNCATED(f"{command}: {exc} (Size {end - 4})", command=command,
                                                   field=spec.name))
                 if exc.offset < end:
                     fields.append(Field("undecoded", data[exc.offset:], exc.offset, end - exc.offset))
                 return
             fields.append(f)
         if off < end:
-            findings.append(R.FRAME_TRAILING(f"{frame.command}: {end - off} bytes after the last field",
-                                             command=frame.command))
+            findings.append(R.FRAME_TRAILING(f"{command}: {end - off} bytes after the last field",
+                                             command=command))
             fields.append(Field("trailing", data[off:], off, end - off))
     finally:
         view.release()
+
+
+def build_publish(frame: LazyFrame, version: int) -> tuple[list[Field], str]:
+    """The field tree and Info line of a Publish the hot path took: what the general path makes."""
+    data = frame.data
+    assert data is not None
+    size, key_raw, _version = HEAD.unpack_from(data, 0)
+    fields = [Field("size", size, 0, 4), Field("key", key_raw, 4, 2, f"{key_raw:#06x} Publish"),
+              Field("version", version, 6, 2)]
+    cmd = CURRENT.commands[PUBLISH]
+    _generic(fields, "Publish", cmd.requests[version], data, [])
+    return fields, _info("Publish", cmd.info, {f.name: f for f in fields}, CURRENT, response=False)
+
+
+def quick_publish(frame: LazyFrame, version: int) -> str:
+    """build_publish's Info line without the tree: _info over the two fields it names (the
+    publisher id read by its layout's own type, the message count as the entries' list field)."""
+    data = frame.data
+    assert data is not None
+    cmd = CURRENT.commands[PUBLISH]
+    spec = cmd.requests[version].fields[0]
+    publisher, _at = spec.type.read(spec.name, memoryview(data), 8, len(data), spec)
+    messages = Field("messages", U32.unpack_from(data, 9)[0], 9, 0, None, [], True)
+    return _info("Publish", cmd.info, {"publisher_id": publisher, "messages": messages}, CURRENT, response=False)
+
+
+QUICK_INFO[build_publish] = quick_publish
 
 
 def _deliver(frame: Frame, data: bytes, version: int, dia: Dialect, findings: list[Finding]) -> None:

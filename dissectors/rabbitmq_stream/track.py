@@ -144,17 +144,22 @@ def publish(c: StreamConnection, frame: Frame, values: dict[str, Field], request
     msgs = values.get("messages")
     if msgs is None or not msgs.children:
         return
+    track_published(c, pid, [m.value for m in msgs.children])
+
+
+def track_published(c: StreamConnection, pid: Any, published: list[Any]) -> None:
+    """Publisher ``pid`` published these publishing ids: each awaits a confirm (at most MAX_TRACKED)."""
     unconfirmed = c.unconfirmed
     ids = unconfirmed.get(pid) if unconfirmed is not None else None
-    for m in msgs.children:
+    for value in published:
         if c.tracked >= MAX_TRACKED:
             break
-        if m.value is not None and (ids is None or m.value not in ids):
+        if value is not None and (ids is None or value not in ids):
             if ids is None:  # the publisher's first id awaiting a confirm
                 if unconfirmed is None:
                     unconfirmed = c.unconfirmed = {}
                 ids = unconfirmed[pid] = set()
-            ids.add(m.value)
+            ids.add(value)
             c.tracked += 1
 
 

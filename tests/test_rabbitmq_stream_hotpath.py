@@ -1,0 +1,122 @@
+"""The RabbitMQ Stream Publish hot path is the general path, only faster: a differential test.
+
+With ``StreamConnection.hot`` False every frame takes the general path (decode the layout into its
+field tree, then every check). The hot path (StreamConnection._hot_publish) must give exactly the
+same frames, fields, Info lines and findings (tests.replay.normal, which builds the lazy trees) on
+every bundled capture, on mutated variants of them, and on a session of publishes of every shape
+(v1 simple messages, v1 sub-batches plain and gzip, v2 with filter values) with broken variants.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from analyzer.api import Field, Frame
+from dissectors.kit.lazy import LazyFrame
+from dissectors.rabbitmq_stream import RabbitMQStreamDissector
+from dissectors.rabbitmq_stream import encode as E
+from dissectors.rabbitmq_stream.connection import StreamConnection
+from tests import replay as R
+from tests.replay import Recorded
+from tests.test_amqp091_hotpath import mutate
+
+CAPS = Path(__file__).resolve().parent.parent / "captures" / "rabbitmq_stream"
+ALL = sorted(p.name for p in CAPS.glob("*.pcap*"))
+DISSECTOR = RabbitMQStreamDissector()
+
+
+def tree(fields: list[Field] | None) -> list | None:
+    """Every field with its display text (tests.replay.normal leaves displays out)."""
+    if fields is None:
+        return None
+    return [(f.name, repr(f.value), f.offset, f.size, f.display, tree(f.children)) for f in fields]
+
+
+def run(rec: Recorded) -> tuple[list, list]:
+    conn = DISSECTOR.connection(rec.midstream)
+    events = [ev for name, args in rec.calls for ev in getattr(conn, name)(*args) or ()]
+    return R.normal(events), [tree(ev.fields) for ev in events if isinstance(ev, Frame)]
+
+
+def both(rec: Recorded, monkeypatch: pytest.MonkeyPatch) -> list:
+    hot = run(rec)
+    with monkeypatch.context() as m:
+        m.setattr(StreamConnection, "hot", False)
+        general = run(rec)
+    assert hot == general
+    return hot[0]
+
+
+def publishes() -> Recorded:
+    """A clean session of publishes of every shape the hot path takes, with their confirms."""
+    items = E.handshake()
+    items.append((E.C2S, E.request("DeclarePublisher", correlation_id=5, publisher_id=1, publisher_reference="",
+                                   stream="s")))
+    items.append((E.S2C, E.response("DeclarePublisher", correlation_id=5, response_code=1)))
+    pid = 0
+    for i in range(6):
+        msgs = [b"m%d-%d" % (i, j) * (1 + j % 3) for j in range(4)]
+        v1 = [{"publishing_id": pid + j, "message": m} for j, m in enumerate(msgs)]
+        items.append((E.C2S, E.request("Publish", 1, publisher_id=1, messages=v1)))
+        pid += 4
+        batch = [{"publishing_id": pid, "sub_batch": [b"like"] * 5, "compression": 0},
+                 {"publishing_id": pid + 1, "sub_batch": msgs, "compression": 1}]
+        items.append((E.C2S, E.request("Publish", 1, publisher_id=1, messages=batch)))
+        pid += 2
+        v2 = [{"publishing_id": pid + j, "filter_value": None if j % 2 else f"f{j}", "message": m}
+              for j, m in enumerate(msgs)]
+        items.append((E.C2S, E.request("Publish", 2, publisher_id=1, messages=v2)))
+        pid += 4
+        items.append((E.S2C, E.request("PublishConfirm", publisher_id=1, publishing_ids=list(range(pid - 10, pid)))))
+    calls = [("feed", (d, data, 1.0 + k * 0.001)) for k, (d, data) in enumerate(items)]
+    return Recorded("rabbitmq_stream", False, [*calls, ("end", (9.0,))])
+
+
+def variants(rec: Recorded, seed: str, n: int) -> Iterator[Recorded]:
+    rng = random.Random(seed)
+    for i in range(n):
+        yield mutate(rec, rng, 1 + i % 6)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_hot_and_general_paths_agree_on_every_capture(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    for rec in R.recordings(str(CAPS / name), "rabbitmq_stream"):
+        both(rec, monkeypatch)
+        for variant in variants(rec, f"stream-hot-{name}", 20):
+            both(variant, monkeypatch)
+
+
+def test_hot_and_general_paths_agree_on_publishes(monkeypatch: pytest.MonkeyPatch) -> None:
+    rec = publishes()
+    out = both(rec, monkeypatch)
+    assert sum(1 for e in out if e[0] == "frame" and e[4] == "Publish") == 18
+    assert not [e for e in out if e[0] == "finding"] and not [f for e in out if e[0] == "frame" for f in e[9]]
+    for variant in variants(rec, "stream-hot-publishes", 300):
+        both(variant, monkeypatch)
+
+
+def test_frames_over_the_negotiated_frame_max_take_the_general_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    items = E.handshake(frame_max=64)
+    items.append((E.C2S, E.request("DeclarePublisher", correlation_id=5, publisher_id=1, publisher_reference="",
+                                   stream="s")))
+    items.append((E.S2C, E.response("DeclarePublisher", correlation_id=5, response_code=1)))
+    for size in (10, 60, 100):
+        items.append((E.C2S, E.request("Publish", 1, publisher_id=1,
+                                       messages=[{"publishing_id": size, "message": b"x" * size}])))
+    rec = Recorded("rabbitmq_stream", False, [("feed", (d, data, 1.0)) for d, data in items])
+    out = both(rec, monkeypatch)
+    over = [(e[4], f[1]) for e in out if e[0] == "frame" for f in e[9]]
+    assert over == [("OpenResponse", "rabbitmq_stream.size.frame_max")] + [("Publish", "rabbitmq_stream.size.frame_max")] * 2
+
+
+def test_the_hot_path_takes_the_publishes() -> None:
+    """The differential test is only worth something if the hot path runs: every Publish of the
+    clean session comes back lazy."""
+    conn = DISSECTOR.connection(False)
+    made = [ev for name, args in publishes().calls for ev in getattr(conn, name)(*args) or ()]
+    publish = [ev for ev in made if getattr(ev, "command", None) == "Publish"]
+    assert len(publish) == 18 and all(type(ev) is LazyFrame and ev._build is not None for ev in publish)
