@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from analyzer.api import Connection, Dissector, Event, Finding, Frame
+from analyzer.api import Connection, Dissector, Event, Field, Finding, Frame
 from analyzer.capture import read_packets
 from analyzer.engine import Analyzer
 from analyzer.jsonout import fields_json
@@ -86,16 +86,23 @@ def record(path: str) -> list[Recorded]:
 
 
 def normal(events: Iterable[Event]) -> list[Any]:
-    """Everything a renderer shows of a dissector's output, as comparable plain data."""
+    """Everything a renderer shows of a dissector's output, as comparable plain data: the JSON of
+    the fields, and the tree view's part of them (offsets, sizes, display texts)."""
     out: list[Any] = []
     for ev in events:
         if isinstance(ev, Frame):
             out.append(["frame", str(ev.direction), ev.offset, ev.size, ev.command, ev.code, ev.info, ev.dialect,
                         json.dumps(fields_json(ev.fields), sort_keys=True, default=repr),
-                        [_finding(f) for f in ev.findings]])
+                        [_finding(f) for f in ev.findings], _tree(ev.fields)])
         else:
             out.append(_finding(ev))
     return out
+
+
+def _tree(fields: list[Field] | None) -> list[Any] | None:
+    if fields is None:
+        return None
+    return [[f.name, f.offset, f.size, f.display, f.is_list, _tree(f.children)] for f in fields]
 
 
 def _finding(f: Finding) -> list[Any]:
