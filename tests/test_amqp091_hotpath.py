@@ -126,12 +126,16 @@ def busy_session() -> Recorded:
     return Recorded("amqp091", False, calls)
 
 
-def busy_variants(seed: str, n: int) -> Iterator[Recorded]:
-    """``n`` mutated variants (1 to 4 edits) of the busy session, from a generator seeded with ``seed``."""
-    rec = busy_session()
+def mutants(rec: Recorded, seed: str, n: int, most: int) -> Iterator[Recorded]:
+    """``n`` mutated variants of ``rec`` (1 to ``most`` edits), from a generator seeded with ``seed``."""
     rng = random.Random(seed)
     for i in range(n):
-        yield mutate(rec, rng, 1 + i % 4)
+        yield mutate(rec, rng, 1 + i % most)
+
+
+def busy_variants(seed: str, n: int) -> Iterator[Recorded]:
+    """``n`` mutated variants (1 to 4 edits) of the busy session."""
+    return mutants(busy_session(), seed, n, 4)
 
 
 def test_hot_and_general_paths_agree_on_a_busy_session() -> None:

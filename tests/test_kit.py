@@ -112,6 +112,14 @@ def test_silence_fires_at_its_deadline_once():
     assert s.deadline() == 221.0
 
 
+def test_silence_is_longer_than_the_limit_not_equal_to_it():
+    # "Silent for longer than factor x interval": exactly at the limit nothing is due yet.
+    s = kit.Silence()
+    s.start(10, 100.0)
+    assert s.due(120.0, SILENCE) == []
+    assert [f.message.split()[1] for f in s.due(120.25, SILENCE)] == ["client", "server"]
+
+
 HANDSHAKE = kit.Machine("handshake", start="idle", rule=ORDER, incomplete=INCOMPLETE, final=frozenset({"open"}),
                         ignore=frozenset({"Heartbeat"}), rows={
                             ("idle", "c2s", "Hello"): "hello",

@@ -9,8 +9,6 @@ every bundled capture, on mutated variants of them, and on a session of publishe
 
 from __future__ import annotations
 
-import random
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,7 +20,7 @@ from dissectors.rabbitmq_stream import encode as E
 from dissectors.rabbitmq_stream.connection import StreamConnection
 from tests import replay as R
 from tests.replay import Recorded
-from tests.test_amqp091_hotpath import mutate
+from tests.test_amqp091_hotpath import mutants
 
 CAPS = Path(__file__).resolve().parent.parent / "captures" / "rabbitmq_stream"
 ALL = sorted(p.name for p in CAPS.glob("*.pcap*"))
@@ -76,17 +74,11 @@ def publishes() -> Recorded:
     return Recorded("rabbitmq_stream", False, [*calls, ("end", (9.0,))])
 
 
-def variants(rec: Recorded, seed: str, n: int) -> Iterator[Recorded]:
-    rng = random.Random(seed)
-    for i in range(n):
-        yield mutate(rec, rng, 1 + i % 6)
-
-
 @pytest.mark.parametrize("name", ALL)
 def test_hot_and_general_paths_agree_on_every_capture(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     for rec in R.recordings(str(CAPS / name), "rabbitmq_stream"):
         both(rec, monkeypatch)
-        for variant in variants(rec, f"stream-hot-{name}", 20):
+        for variant in mutants(rec, f"stream-hot-{name}", 20, 6):
             both(variant, monkeypatch)
 
 
@@ -95,7 +87,7 @@ def test_hot_and_general_paths_agree_on_publishes(monkeypatch: pytest.MonkeyPatc
     out = both(rec, monkeypatch)
     assert sum(1 for e in out if e[0] == "frame" and e[4] == "Publish") == 18
     assert not [e for e in out if e[0] == "finding"] and not [f for e in out if e[0] == "frame" for f in e[9]]
-    for variant in variants(rec, "stream-hot-publishes", 300):
+    for variant in mutants(rec, "stream-hot-publishes", 300, 6):
         both(variant, monkeypatch)
 
 

@@ -64,14 +64,16 @@ def method_info(meth: Method, values: dict[str, Any]) -> str:
         name = REPLY_CODES.get(rc, (f"UNKNOWN_{rc}", False))[0] if isinstance(rc, int) else "?"
         info = f"{meth.name} {rc} " + (text if isinstance(text, str) and text.startswith(name) else
                                        f"{name} {text}".rstrip())
-        if meth.info:
-            fmt, args, blanks = INFO_TEMPLATES[meth.code]
-            info += " " + fmt % tuple(map(values.get, args, blanks))
-        return info
+        return info + " " + _info_args(meth, values) if meth.info else info
     if not meth.info:
         return meth.name
+    return meth.name + " " + _info_args(meth, values)
+
+
+def _info_args(meth: Method, values: dict[str, Any]) -> str:
+    """``label=value ...`` of a method's Info arguments, by its template."""
     fmt, args, blanks = INFO_TEMPLATES[meth.code]
-    return meth.name + " " + fmt % tuple(map(values.get, args, blanks))
+    return fmt % tuple(map(values.get, args, blanks))
 
 
 # ------------------------------------------------------------------------------ protocol header

@@ -48,7 +48,6 @@ from typing import Any
 import xxhash
 
 from analyzer.api import Field
-from dissectors.iggy.names import DIALECT_NAMES
 from dissectors.iggy.types import (
     HEADER_KINDS,
     IDENTIFIER,
@@ -65,7 +64,6 @@ from dissectors.iggy.types import (
 from dissectors.kit.lazy import BASE_CHILDREN, LazyChildren, LazyField
 from dissectors.schema import DecodeError, F, Fixed, Struct
 
-DIALECTS = DIALECT_NAMES
 LEGACY = ("L0", "L1")
 
 #: Server limits (iggy.md 5.3): errors 4022 and 4017.
@@ -107,10 +105,6 @@ _BATCH_META = struct.Struct("<QQQQQ")
 
 def _crc32(data: Any) -> int:
     return zlib.crc32(data)
-
-
-def _xxh3(data: Any) -> int:
-    return xxhash.xxh3_64_intdigest(data)
 
 
 def frame_checksum(dialect: str, frame: bytes | memoryview) -> int:

@@ -285,35 +285,29 @@ def _sub_batch_records(buf: bytes, body: int, dlen: int, comp: int, count: int, 
         dbase, start, stop = -1, 0, len(data)
     out: list[Field] = []
     pos = _uniform_end(data, start, stop, count) if not build and count else -1
-    if pos >= 0:
-        # The records all have the length of the first and fit: what the loop below would find,
-        # without a step per record (a producer's batch of like messages, the usual case).
-        if pos != stop:
-            problems.errors.append(f"entry {entry}: {stop - pos} bytes after the sub-batch's {count} records")
-        return out, count
-    pos = start
-    wire = dbase >= 0
-    unpack = U32.unpack_from
-    got = 0  # records whole so far
-    for got in range(count):
-        if pos + 4 > stop:
-            problems.errors.append(f"entry {entry}: sub-batch holds {got} of its {count} records")
-            break
-        (n,) = unpack(data, pos)
-        nxt = pos + 4 + n
-        if n & 0x80000000 or nxt > stop:
-            problems.errors.append(f"entry {entry}: sub-batch record {got} length {n} overruns the sub-batch")
-            break
-        if build:
-            off = None if first_offset is None else first_offset + rec + got
-            out.append(RecordField("record", off, pos + dbase if wire else -1, 4 + n if wire else 0, data, pos + 4,
-                                   n, dbase))
-        pos = nxt
-    else:
-        got = count
-        if pos != stop:
-            problems.errors.append(f"entry {entry}: {stop - pos} bytes after the sub-batch's {count} records")
-    return out, got
+    if pos < 0:
+        # Record by record (the shortcut above is what this loop finds when the records all have
+        # the first one's length: a producer's batch of like messages, the usual case).
+        pos = start
+        wire = dbase >= 0
+        unpack = U32.unpack_from
+        for whole in range(count):  # records whole so far
+            if pos + 4 > stop:
+                problems.errors.append(f"entry {entry}: sub-batch holds {whole} of its {count} records")
+                return out, whole
+            (n,) = unpack(data, pos)
+            nxt = pos + 4 + n
+            if n & 0x80000000 or nxt > stop:
+                problems.errors.append(f"entry {entry}: sub-batch record {whole} length {n} overruns the sub-batch")
+                return out, whole
+            if build:
+                off = None if first_offset is None else first_offset + rec + whole
+                out.append(RecordField("record", off, pos + dbase if wire else -1, 4 + n if wire else 0, data,
+                                       pos + 4, n, dbase))
+            pos = nxt
+    if pos != stop:
+        problems.errors.append(f"entry {entry}: {stop - pos} bytes after the sub-batch's {count} records")
+    return out, count
 
 
 def _uniform_end(data: bytes | memoryview, start: int, stop: int, count: int) -> int:

@@ -21,7 +21,7 @@ from dissectors.kit import state as kit_state
 from dissectors.kit.dialect import Dialect
 from dissectors.kit.lazy import QUICK_INFO, LazyFrame
 from dissectors.rabbitmq_stream import rules as R
-from dissectors.rabbitmq_stream.chunk import ChunkInfo, ChunkProblem, decode_chunk, decode_entries
+from dissectors.rabbitmq_stream.chunk import ChunkInfo, ChunkProblem, decode_chunk
 from dissectors.rabbitmq_stream.dialects import (
     CURRENT,
     DIALECTS,
@@ -35,7 +35,6 @@ from dissectors.rabbitmq_stream.handshake import MACHINE, message
 from dissectors.rabbitmq_stream.layouts import RESPONSE_BIT as BIT
 from dissectors.rabbitmq_stream.layouts import Command
 from dissectors.rabbitmq_stream.track import CODED, REMEMBER, TRACK, track_published
-from dissectors.rabbitmq_stream.wire import STRING
 from dissectors.schema import DecodeError, Struct
 
 HEAD = struct.Struct(">IHH")
@@ -291,7 +290,8 @@ class StreamConnection(Connection):
         it and the frame comes back lazy (the tree and Info line are built if a view asks);
         otherwise None, having changed nothing, and the general path says what is wrong.
         tests/test_rabbitmq_stream_hotpath.py holds the two paths to each other."""
-        if version != 1 and version != 2:
+        layout = CURRENT.commands[PUBLISH].requests.get(version)  # publisher_id, then the entries
+        if layout is None:
             return None
         hs = self.hs
         if size > self.frame_max > 0 or (size > PRE_OPEN_FRAME_MAX and hs is not None and hs != "open"):
@@ -302,39 +302,14 @@ class StreamConnection(Connection):
             if rule is not None:
                 return None
         end = len(data)
-        if end < 13:
+        if end < 9:
             return None
         pid = data[8]
         pubs = self.publishers
         if (pubs is None or pid not in pubs) and not self.lossy:
             return None  # a publisher never declared: the general path reports it
-        (count,) = U32.unpack_from(data, 9)
-        off = 13
-        published: list[int] = []
-        problems: ChunkProblem | None = None  # one per frame: its sub-batches share a decompression budget
-        for _ in range(count):
-            if off + 8 > end:
-                return None
-            published.append(U64.unpack_from(data, off)[0])
-            off += 8
-            if version == 2:
-                try:
-                    _filter, off = STRING.value("filter_value", data, off, end)
-                except DecodeError:
-                    return None
-            if off + 4 > end:
-                return None
-            if version == 1 and data[off] & 0x80:  # a sub-batch: its records checked, none built
-                problems = problems or ChunkProblem()
-                _none, _records, new = decode_entries(data, off, end, 0, 1, None, problems, build=False)
-                if problems.errors or problems.limits or problems.notes or new == off:
-                    return None
-                off = new
-                continue
-            off += 4 + U32.unpack_from(data, off)[0]
-            if off > end:
-                return None
-        if off != end:
+        published = layout.fields[1].type.scan(data, 9, end)
+        if published is None:
             return None
         self.hs = nxt
         track_published(self, pid, published)

@@ -33,6 +33,8 @@ from dissectors.rabbitmq_stream.wire import (
 from dissectors.schema import DecodeError, F, Struct, WireType
 
 RESPONSE_BIT = 0x8000
+_COUNT = struct.Struct(">I")  # a Publish's message count, and a simple message's length
+_ID = struct.Struct(">Q")
 
 
 class PublishEntries(WireType):
@@ -96,6 +98,41 @@ class PublishEntries(WireType):
             items.append(ch.RecordField("message", pid, at, off + 4 + n - at, raw, off + 4, n, 0, extra))
             off += 4 + n
         return Field(name, count, start, off - start, None, items, True), off
+
+    def scan(self, raw: bytes, off: int, end: int) -> list[int] | None:
+        """The publishing ids of the entries in ``raw[off:end]`` when :meth:`read` would decode
+        them without a problem and they fill it exactly, with no Field made (a sub-batch's records
+        are checked by the chunk's record scan); None otherwise, and :meth:`read` says what is
+        wrong. Today's protocol only (the draft's layout is left to read)."""
+        if self.draft or off + 4 > end:
+            return None
+        (count,) = _COUNT.unpack_from(raw, off)
+        off += 4
+        published: list[int] = []
+        problems = None  # one for the frame, as in read: its sub-batches share a decompression budget
+        for _ in range(count):
+            if off + 8 > end:
+                return None
+            published.append(_ID.unpack_from(raw, off)[0])
+            off += 8
+            if self.version == 2:
+                try:
+                    _filter, off = STRING.value("filter_value", raw, off, end)
+                except DecodeError:
+                    return None
+            if off + 4 > end:
+                return None
+            if raw[off] & 0x80 and self.version == 1:  # a sub-batch: its records checked, none built
+                problems = problems or ch.ChunkProblem()
+                _none, _records, new = ch.decode_entries(raw, off, end, 0, 1, None, problems, build=False)
+                if problems.errors or problems.limits or problems.notes or new == off:
+                    return None
+                off = new
+                continue
+            off += 4 + _COUNT.unpack_from(raw, off)[0]
+            if off > end:
+                return None
+        return published if off == end else None
 
     def write(self, value: Sequence[Mapping[str, Any]]) -> bytes:
         parts = [struct.pack(">I", len(value))]
