@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from analyzer.api import Connection as BaseConnection
-from analyzer.api import Direction, Event, Field, Finding, Frame
+from analyzer.api import Direction, Event, Finding, Frame
 from dissectors.amqp091 import decode
 from dissectors.amqp091 import methods as M
 from dissectors.amqp091 import rules as R
@@ -546,8 +546,7 @@ class Amqp091Connection(BaseConnection):
             if isinstance(mech, str):
                 # Interned: every connection to the same broker gets the same offer, kept once.
                 self.mechanisms = sys.intern(mech)
-            props: Field | None = next((f for f in frame.fields if f.name == "server_properties"), None)
-            self.frame_min = decode.broker_frame_min(props)
+            self.frame_min = decode.broker_frame_min(*decode.server_product(frame))
             if not self.tuned and self.limit:
                 self.limit = self.frame_min
             if self.dialect is None:

@@ -23,12 +23,13 @@ from dissectors.amqp091.codes import (
 from dissectors.amqp091.fast import FAST, INFO_VALUES
 from dissectors.amqp091.methods import CLASSES, LEGACY_CLASSES, METHODS, Method
 from dissectors.amqp091.properties import decode_properties, scan_properties
-from dissectors.amqp091.wire import TableNotes
+from dissectors.amqp091.wire import TABLE, TableNotes, entries_are_clean, table_string_entries
 from dissectors.kit.lazy import QUICK_INFO, LazyFrame
-from dissectors.schema import Bit, DecodeError, Int, Prefixed
+from dissectors.schema import Bit, DecodeError, Int, Prefixed, Struct
 
 HDR = struct.Struct(">BHI")
 IDS = struct.Struct(">HH")
+_U32 = struct.Struct(">I").unpack_from
 CH_HEAD = struct.Struct(">HHQ")
 
 #: Bytes of a body frame's payload kept in its "payload" field.
@@ -129,7 +130,8 @@ def build_method(frame: LazyFrame, meth: Method) -> tuple[list[Field], str]:
 
 
 #: Methods whose arguments are all integers, bits and strings: checked from their values alone
-#: (Struct.read_values; method()'s general path decodes the others, and whatever does not fit).
+#: (Struct.read_values; those with field tables too when the tables are clean, see _TABLED;
+#: method()'s general path decodes whatever does not fit).
 _PLAIN = {code: all(type(f.type) in (Int, Prefixed, Bit) for f in meth.layout.fields)
           for code, meth in METHODS.items()}
 
@@ -151,6 +153,9 @@ def _quick_for(meth: Method) -> Callable[[bytes], str]:
     if _PLAIN[meth.code]:  # and these read_values' (method() made them lazy only then)
         layout = meth.layout
         return lambda data: method_info(meth, layout.read_values(data, 11, 7 + HDR.unpack_from(data, 0)[2])[0])
+    parts = _TABLED.get(meth.code)
+    if parts is not None:  # lazy only when its tables were clean: the same reader gives the values
+        return lambda data: method_info(meth, _clean_values(parts, data, 7 + HDR.unpack_from(data, 0)[2]) or {})
 
     def general(data: bytes) -> str:
         args, _stop = meth.layout.read_fields(memoryview(data), 11, 7 + HDR.unpack_from(data, 0)[2])
@@ -182,6 +187,55 @@ def _filling_values(meth: Method, data: bytes, end: int) -> dict[str, Any] | Non
     return values if stop == end else None
 
 
+#: Methods with field tables, and otherwise only integers, bits and strings (Connection.Start and
+#: StartOk, the declares, binds and Basic.Consume): their arguments as runs of plain ones (a Struct,
+#: read by read_values) and the tables' names. See _clean_values.
+_TABLED: dict[int, tuple[Struct | str, ...]] = {}
+for _code, _meth in METHODS.items():
+    if _PLAIN[_code] or not all(type(f.type) in (Int, Prefixed, Bit) or f.type is TABLE for f in _meth.layout.fields):
+        continue
+    _parts: list[Struct | str] = []
+    _run: list = []
+    for _f in _meth.layout.fields:
+        if _f.type is TABLE:
+            if _run:
+                _parts.append(Struct(*_run, doc="arguments"))
+                _run = []
+            _parts.append(_f.name)
+        else:
+            _run.append(_f)
+    if _run:
+        _parts.append(Struct(*_run, doc="arguments"))
+    _TABLED[_code] = tuple(_parts)
+del _code, _meth, _parts, _run, _f
+
+
+def _clean_values(parts: tuple[Struct | str, ...], data: bytes, end: int) -> dict[str, Any] | None:
+    """The argument values of a method with field tables (a table's value is None, as in its
+    tree) when they fill the frame exactly and every table is clean: nothing in it that the tree
+    reader would note (wire.entries_are_clean). None otherwise: the tree reader then says what
+    is wrong. Values the checks read (none of them is inside a table) come without the tables'
+    Field trees: a connection's handshake and declarations stay lazy like the other methods."""
+    values: dict[str, Any] = {}
+    off = 11
+    try:
+        for part in parts:
+            if type(part) is str:
+                if off + 4 > end:
+                    return None
+                stop = off + 4 + _U32(data, off)[0]
+                if stop > end or not entries_are_clean(data, off + 4, stop, 0, True):
+                    return None
+                values[part] = None
+                off = stop
+            else:
+                got, off = part.read_values(data, off, end)  # type: ignore[union-attr]
+                values.update(got)
+    except DecodeError:
+        return None
+    return values if off == end else None
+
+
 def method(d: Direction, data: bytes, ch: int, size: int, offset: int,
            findings: list[Finding]) -> tuple[Frame, Method | None, dict[str, Any] | None]:
     """A method frame: (frame, its method or None when unknown/truncated, its argument values).
@@ -196,8 +250,13 @@ def method(d: Direction, data: bytes, ch: int, size: int, offset: int,
         if meth is not None:
             fast = FAST.get(code)
             values = fast(data, end) if fast is not None else None
-            if values is None and _PLAIN[code]:
-                values = _filling_values(meth, data, end)
+            if values is None:
+                if _PLAIN[code]:
+                    values = _filling_values(meth, data, end)
+                else:
+                    parts = _TABLED.get(code)
+                    if parts is not None:
+                        values = _clean_values(parts, data, end)
             if values is not None:
                 return LazyFrame(d, offset, len(data), meth.name, code, findings, data, build_method, meth), meth, \
                     values
@@ -248,14 +307,33 @@ def table_notes(what: str, findings: list[Finding]) -> None:
         findings.append(R.TABLE_SPEC_TAG(f"{what}: " + "; ".join(TableNotes.spec_only[:5])))
 
 
-def broker_frame_min(server_properties: Field | None) -> int:
-    """frame-min-size for this broker: RabbitMQ 4.1 raised it from the spec's 4096 to 8192."""
-    if server_properties is None:
+#: Where a Connection.Start's server-properties table starts: after version-major and -minor.
+_START_PROPERTIES = 13
+
+
+def server_product(frame: Frame) -> tuple[Any, Any]:
+    """The values of the ``product`` and ``version`` entries of a Connection.Start's server
+    properties (None for one that is absent). A lazy frame's table is clean (see method()): its
+    string entries are read from the bytes without its tree; any other goes by the tree."""
+    if type(frame) is LazyFrame:
+        data = frame.data
+        assert data is not None
+        found = table_string_entries(data, _START_PROPERTIES, ("product", "version"))
+        if found is not None:
+            return found
+    props: Field | None = next((f for f in frame.fields if f.name == "server_properties"), None)
+    if props is None:
+        return None, None
+    product, version = props.child("product"), props.child("version")
+    return (None if product is None else product.value), (None if version is None else version.value)
+
+
+def broker_frame_min(product: Any, version: Any) -> int:
+    """frame-min-size for this broker (its server properties' product and version; None when
+    absent): RabbitMQ 4.1 raised it from the spec's 4096 to 8192."""
+    if product != "RabbitMQ" or version is None:
         return FRAME_MIN_SIZE
-    product, version = server_properties.child("product"), server_properties.child("version")
-    if product is None or product.value != "RabbitMQ" or version is None:
-        return FRAME_MIN_SIZE
-    parts = str(version.value).split(".")
+    parts = str(version).split(".")
     try:
         if (int(parts[0]), int(parts[1])) >= (4, 1):
             return RABBITMQ_41_FRAME_MIN_SIZE

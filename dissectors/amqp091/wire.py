@@ -420,3 +420,40 @@ def entries_are_clean(buf: bytes, off: int, end: int, depth: int, named: bool) -
         else:
             return False
     return True
+
+
+def table_string_entries(buf: bytes, off: int, names: tuple[str, ...]) -> tuple[Any, ...] | None:
+    """The values of the first top-level entries called ``names`` of the clean table at ``off``
+    (one that entries_are_clean accepts), as its tree gives them (Field.child(name).value, None
+    for an absent one), without building it: for long-string entries, the text (or the bytes when
+    not UTF-8). None when one of them is of another type: then the tree has to say."""
+    wanted = {name.encode(): i for i, name in enumerate(names)}
+    found: list[Any] = [None] * len(names)
+    end = off + 4 + _U32.unpack_from(buf, off)[0]
+    off += 4
+    sizes = _CLEAN_SIZES
+    while off < end:
+        k = buf[off]
+        i = wanted.pop(bytes(buf[off + 1:off + 1 + k]), None)
+        off += 1 + k
+        tag = buf[off]
+        off += 1
+        size = sizes.get(tag)
+        if size is not None:
+            if i is not None:
+                return None
+            off += size
+            continue
+        n = _U32.unpack_from(buf, off)[0]
+        if i is not None:
+            if tag != 0x53:  # S
+                return None
+            raw = bytes(buf[off + 4:off + 4 + n])
+            try:
+                found[i] = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                found[i] = raw
+            if not wanted:
+                break
+        off += 4 + n
+    return tuple(found)
