@@ -41,7 +41,15 @@ from analyzer.checkpoint import (
     snapshot,
 )
 from analyzer.community_id import community_id
-from analyzer.flows import Conversation, FlowInfo, Side, endpoint_text, fmt_endpoint
+from analyzer.flows import (
+    SHOWN_ALL,
+    SHOWN_REQUESTS_MAX,
+    Conversation,
+    FlowInfo,
+    Side,
+    endpoint_text,
+    fmt_endpoint,
+)
 from analyzer.packets import (
     ACK,
     FIN,
@@ -161,10 +169,11 @@ class Analyzer:
         self._capture_owner = True
         if shard is not None:
             self.set_shard(*shard)
-        #: Give back only the frames a view of findings can show or link: frames with findings,
-        #: requests awaiting their response and responses. The others are still decoded, checked,
-        #: counted and consumed (inspect --only-findings sets this: most frames have nothing to say,
-        #: and each frame given back costs the views' plumbing a few microseconds).
+        #: Give back only the frames a view of findings can show or link: frames with findings, and
+        #: the responses to requests given back with findings (the linker names the response on
+        #: its request). The others are still decoded, checked, counted and consumed (inspect
+        #: --only-findings sets this: most frames have nothing to say, and each frame given back
+        #: costs the views' plumbing a few microseconds).
         self.findings_only = False
         # What the events being given back come from (see order_key): None for a packet's own
         # processing, else (phase, a, b) for the wake-ups (0, wake time, conversation id) and the
@@ -850,9 +859,9 @@ class Analyzer:
         unrecorded = fed is not None  # the fed segment is not in its side's segments yet
         cli = srv = None  # the endpoints' texts, made for the first frame (not kept per conversation)
         n_frames = 0
-        # A findings-only run gives back the findings and the frames that carry findings or a link
-        # (a request awaiting its response, a response naming its request); the other frames are
-        # only counted, and their segments consumed, without being stamped.
+        # A findings-only run gives back the findings, the frames that carry findings, and the
+        # responses to requests given back; the other frames are only counted, and their segments
+        # consumed, without being stamped unless a later finding may name them (an anchor).
         drop = self.findings_only
         kept: list[Event] = []
         for ev in events:
@@ -884,9 +893,18 @@ class Analyzer:
                         packets = (first, last)
                 n_frames += 1
                 ref = ev.ref
-                if (drop and ref is None and not ev.findings and not ev.dialect and not ev.awaits
-                        and ev.request is None):
-                    continue
+                if drop:
+                    # A request is shown only with findings; a response without findings only when
+                    # the linker holds its request (one given back with findings) for it.
+                    request = ev.request
+                    if ev.findings:
+                        keep = True
+                        if ev.awaits:
+                            _shown_request(conv, ref)
+                    else:
+                        keep = request is not None and _answers_shown(conv, request)
+                    if not keep and ref is None and not ev.dialect:
+                        continue
                 ev.packets = packets if packets is not None else (last, last)
                 ev.ts = fts
                 ev.flow = fid
@@ -921,7 +939,7 @@ class Analyzer:
                     f.flow, f.frame, f.community_id = fid, last, cid
                     f.service = endpoint_text(info.server_ip, info.server_port)
                     info.count(f.severity)
-                if drop and (ev.findings or ev.awaits or ev.request is not None):
+                if drop and keep:
                     kept.append(ev)
             else:
                 ev.flow = fid
@@ -1119,6 +1137,34 @@ def _foreign_bytes(conv: Conversation, side: Side, size: int) -> None:
             conv.info.bytes_c2s += size
         else:
             conv.info.bytes_s2c += size
+
+
+def _shown_request(conv: Conversation, ref: Any) -> None:
+    """A request given back with findings in a findings-only run: its response will be too."""
+    shown = conv.shown_requests
+    if shown is None:
+        conv.shown_requests = {id(ref)}
+    elif shown is not SHOWN_ALL:
+        if len(shown) >= SHOWN_REQUESTS_MAX:
+            conv.shown_requests = SHOWN_ALL
+        else:
+            shown.add(id(ref))
+
+
+def _answers_shown(conv: Conversation, request: Any) -> bool:
+    """Whether a response (without findings) answers a request given back with findings. The
+    request's anchor is one object from the request to its response (the dissector keeps it
+    meanwhile), so its identity names it; an identity met again after an anchor was let go only
+    gives back a frame that the views then skip."""
+    shown = conv.shown_requests
+    if shown is None:
+        return False
+    if shown is SHOWN_ALL:
+        return True
+    if id(request) in shown:
+        shown.discard(id(request))
+        return True
+    return False
 
 
 def _leaves_out(conn: Connection) -> bool:

@@ -285,11 +285,18 @@ class Side(StreamReassembler):
 _RELEASED = Side(0)
 
 
+#: Past this many requests with findings awaiting their response in one conversation, a
+#: findings-only run gives back every response again (memory stays bounded; see shown_requests).
+SHOWN_REQUESTS_MAX = 4096
+#: Conversation.shown_requests once past the limit: every response is given back.
+SHOWN_ALL: set[int] = set()
+
+
 class Conversation:
     """An open conversation: both directions, its dissector once chosen, and its wake-up entry."""
 
     __slots__ = ("info", "key", "c2s", "s2c", "dissector", "conn", "pending", "undecided", "midstream", "closed",
-                 "isn_client", "timed", "deadline", "wake", "foreign", "leaves_out")
+                 "isn_client", "timed", "deadline", "wake", "foreign", "leaves_out", "shown_requests")
 
     def __init__(self, info: FlowInfo, max_buffer: int, midstream: bool) -> None:
         self.info = info
@@ -315,6 +322,10 @@ class Conversation:
         self.foreign = False
         #: Its connection leaves out plain frames (a findings-only run): their count is collected.
         self.leaves_out = False
+        #: A findings-only run: the anchors (by identity) of the requests given back with findings
+        #: whose response has not come (the linker holds each for its response, which is given back
+        #: then even without findings); None: none. SHOWN_ALL past SHOWN_REQUESTS_MAX of them.
+        self.shown_requests: set[int] | None = None
 
     def reopened_by(self, isn: int) -> bool:
         """Whether a client SYN with sequence number ``isn`` starts a new conversation on this

@@ -54,3 +54,47 @@ def test_every_frame_is_counted_on_every_capture(capture: Path):
             pass
         rows.append([(f.id, f.frames, f.errors, f.warnings, f.notes, f.dialect) for f in analyzer.flows])
     assert rows[0] == rows[1]
+
+
+def _frames(capture: Path, only: bool) -> list[Frame]:
+    analyzer = Analyzer(dissectors=load_dissectors())
+    analyzer.findings_only = only
+    return [ev for ev in analyzer.run_files([str(capture)]) if isinstance(ev, Frame)]
+
+
+@pytest.mark.parametrize("capture", CAPTURES, ids=lambda p: str(p.relative_to(ROOT / "captures")))
+def test_given_back_are_frames_with_findings_and_the_responses_to_those_requests(capture: Path):
+    def key(f: Frame) -> tuple:
+        return f.flow, f.direction, f.offset
+
+    full = _frames(capture, False)
+    shown_requests = {id(f.ref) for f in full if f.findings and f.awaits}
+    want = [key(f) for f in full if f.findings or (f.request is not None and id(f.request) in shown_requests)]
+    assert [key(f) for f in _frames(capture, True)] == want
+
+
+def test_a_response_without_findings_comes_back_for_a_request_with_findings():
+    # pika_channel_error: Queue.Declare requests the broker refuses (a finding on the request,
+    # none on its response, which the summary names on the request).
+    capture = ROOT / "captures" / "amqp091" / "pika_channel_error.pcap"
+    only = _frames(capture, True)
+    responses = [f for f in only if not f.findings]
+    assert responses and all(f.request is not None for f in responses)
+    # Requests without findings are not given back.
+    assert not [f for f in only if f.awaits and not f.findings]
+    assert len(only) < len([f for f in _frames(capture, False) if f.findings or f.awaits or f.request is not None])
+
+
+def test_past_the_limit_every_response_comes_back():
+    from analyzer import engine
+    from analyzer.flows import SHOWN_REQUESTS_MAX, Conversation, FlowInfo
+
+    conv = Conversation(FlowInfo(1, ("10.0.0.1", 1), ("10.0.0.2", 2), 0.0, 0.0), 1 << 20, False)
+    refs = [[i] for i in range(SHOWN_REQUESTS_MAX + 1)]
+    for ref in refs[:SHOWN_REQUESTS_MAX]:
+        engine._shown_request(conv, ref)
+    assert engine._answers_shown(conv, refs[0]) and not engine._answers_shown(conv, refs[0])  # once
+    assert not engine._answers_shown(conv, [0])
+    engine._shown_request(conv, refs[0])
+    engine._shown_request(conv, refs[-1])  # one more than the limit: every response from now on
+    assert engine._answers_shown(conv, [0]) and engine._answers_shown(conv, refs[1])
