@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import io
+import itertools
 import json
 import os
 import sys
@@ -207,11 +208,15 @@ def _events(analyzer: Analyzer, paths: list[str]) -> Iterator[Any]:
 
 
 def _with_progress(events: Iterator[Any], analyzer: Analyzer, paths: list[str]) -> Iterator[Any]:
-    """A progress line on stderr while a long capture is read (see :func:`progress_line`)."""
+    """A progress line on stderr while a long capture is read (see :func:`progress_line`); the
+    events themselves where there is none (no generator in between: one less per event)."""
     line = progress_line(paths, lambda: (analyzer.packets, analyzer.conversations))
     if line is None:
-        yield from events
-        return
+        return events
+    return _shown_with(line, events)
+
+
+def _shown_with(line: Any, events: Iterator[Any]) -> Iterator[Any]:
     with line:
         yield from events
 
@@ -353,11 +358,8 @@ def inspect(
     # reading starts.
     linker = Linker(analyzer.place, position=lambda: analyzer.packets)
 
-    def linked() -> Iterator[tuple[Any, Links | None]]:
-        yield from linker.link(events)
-        yield from linker.flush()
-
-    for ev, links in linked():
+    # The held events after the last (flush runs only when link is exhausted).
+    for ev, links in itertools.chain(linker.link(events), linker.flush()):
         if not display.show(ev, links):
             break
     display.close(error)

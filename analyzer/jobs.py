@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import heapq
 import io
+import itertools
 import multiprocessing
 import os
 import pickle
@@ -234,12 +235,9 @@ def _work(k: int, n: int, pipe: Pipe, analyzer: Analyzer, paths: list[str], make
     show = display.show
     take = out.take
 
-    def linked() -> Iterator[Any]:
-        yield from linker.link(keyed())
-        yield from linker.flush()
-
     seen = 0
-    for ev, links in linked():
+    # The held events after the last (flush runs only when link is exhausted).
+    for ev, links in itertools.chain(linker.link(keyed()), linker.flush()):
         key = keys.popleft()
         seen += 1
         if not seen & 0x3FF:
