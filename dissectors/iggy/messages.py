@@ -333,6 +333,8 @@ def _limits(w: _Walk, label: str, plen: int, hlen: int) -> None:
 
 #: Where a frame header keeps user_headers_length and payload_length (two u32), and the reserved
 #: u64 that must be 0 (C, V); the full layouts are FRAME_HEADER, read when a message is looked at.
+#: The slot descriptor of Field.display, which MessageField words on first read.
+_DISPLAY = Field.__dict__["display"]
 _LENGTHS_AT = {"Z1": 48, "Z2": 48, "C": 48, "V": 32}
 _RESERVED_AT = {"C": 56, "V": 40}
 _LENGTHS = struct.Struct("<II")
@@ -344,16 +346,35 @@ class MessageField(LazyChildren):
     messages costs one small object each until someone looks. Everything that can be wrong with
     the message (lengths, checksum, reserved bytes, user headers) was checked when it was made."""
 
-    __slots__ = ("_raw", "_dialect", "_base", "_ck", "_plen", "_headers")
+    __slots__ = ("_raw", "_dialect", "_base", "_ck", "_plen", "_headers", "_moff")
 
-    def __init__(self, name: str, value: int, offset: int, size: int, display: str, raw: bytes, dialect: str,
+    def __init__(self, name: str, value: int, offset: int, size: int, moff: int | None, raw: bytes, dialect: str,
                  base: tuple[int, int] | None, ck: str | None, plen: int, headers: list[Field] | int) -> None:
-        """``ck``: what to show for the checksum (None: a legacy message as sent, which has none)."""
-        self.name, self.value, self.offset, self.size, self.display = name, value, offset, size, display
+        """``ck``: what to show for the checksum (None: a legacy message as sent, which has none);
+        ``moff``: a polled message's offset (None: a sent one, which has none yet)."""
+        self.name, self.value, self.offset, self.size = name, value, offset, size
+        _DISPLAY.__set__(self, None)  # worded when first read (see display)
         self.is_list = False
         BASE_CHILDREN.__set__(self, None)
         self._raw, self._dialect, self._base, self._ck = raw, dialect, base, ck
-        self._plen, self._headers = plen, headers
+        self._plen, self._headers, self._moff = plen, headers, moff
+
+    @property  # type: ignore[override]
+    def display(self) -> str | None:
+        """"offset 5, 7 bytes, 2 headers" (polled) or "7 bytes" (sent), worded when a view asks."""
+        text = _DISPLAY.__get__(self)
+        if text is None:
+            headers = self._headers
+            n = headers if type(headers) is int else len(headers)  # type: ignore[arg-type]
+            text = f"{self._plen} bytes, {n} headers" if n else f"{self._plen} bytes"
+            if self._moff is not None:
+                text = f"offset {self._moff}, {text}"
+            _DISPLAY.__set__(self, text)
+        return text
+
+    @display.setter
+    def display(self, value: str | None) -> None:
+        _DISPLAY.__set__(self, value)
 
     def _build(self) -> list[Field]:
         d, off = self._dialect, self.offset
@@ -452,10 +473,7 @@ def _frame(w: _Walk, i: int, off: int, end: int, base: tuple[int, int] | None = 
         ck = "set by the server"
     headers = check_headers(mv, p + plen, stop, _typed_keys(d), _MessageLabel(i, mid, shown_moff),
                             w.problems) if hlen else 0
-    text = f"{plen} bytes" + (f", {headers} headers" if headers else "")
-    if w.polled:
-        text = f"offset {moff}, {text}"
-    return MessageField(f"[{i}]", mid, off, stop - off, text, w.raw, d, base, ck, plen, headers), stop
+    return MessageField(f"[{i}]", mid, off, stop - off, shown_moff, w.raw, d, base, ck, plen, headers), stop
 
 
 def _msg_display(kids: Sequence[Field], plen: int, nheaders: int, polled: bool) -> str:
@@ -518,10 +536,7 @@ def _legacy_message(w: _Walk, i: int, off: int, end: int) -> tuple[Field | None,
     if plen == 0:
         w.problems.append(("size", f"{label}: empty payload"))
     headers = decode_headers(mv, off + pre + 4, q, False, str(label), w.problems) if h else []
-    text = f"{plen} bytes" + (f", {len(headers)} headers" if headers else "")
-    if moff is not None:
-        text = f"offset {moff}, {text}"
-    return MessageField(f"[{i}]", mid, off, p + plen - off, text, w.raw, w.dialect, None, ck, plen, headers), p + plen
+    return MessageField(f"[{i}]", mid, off, p + plen - off, moff, w.raw, w.dialect, None, ck, plen, headers), p + plen
 
 
 def _legacy_eager(w: _Walk, i: int, off: int, end: int) -> tuple[Field | None, int]:
