@@ -264,6 +264,19 @@ def _short(text: str, limit: int = 64) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
+def message_head_values(buf: bytes, enc: Encoding) -> tuple[dict[str, Any], int] | None:
+    """The values of the message head at the start of ``buf`` and its octets, or None when ``buf``
+    ends inside it (message_head's fields, without them: made when a view shows the frame). The
+    tree reader has the last word where the values reader refuses."""
+    try:
+        return head_layout(enc).read_values(buf, 0, len(buf))
+    except DecodeError:
+        head = message_head(buf, enc)
+        if head is None:
+            return None
+        return {f.name: f.value for f in head[0]}, head[1]
+
+
 def message_head(buf: bytes, enc: Encoding) -> tuple[list[Field], int] | None:
     """The message head at the start of ``buf``: (fields, octets) or None when ``buf`` ends inside it."""
     view = memoryview(buf)

@@ -16,12 +16,11 @@ first ``FRAGMENT_KEEP`` octets are kept for display.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 from analyzer.api import Direction, Field, Finding, Frame, FrameRef
 from dissectors.amqp_fast import rules as R
-from dissectors.amqp_fast.decode import message_head
+from dissectors.amqp_fast.decode import message_head, message_head_values
 from dissectors.amqp_fast.wire import Encoding
 from dissectors.kit.lazy import QUICK_INFO, LazyFrame, add_field, add_info
 from dissectors.kit.sequence import Sequencer
@@ -127,7 +126,7 @@ class Messages:
         if meta[_HEADLEN] == -1:
             room = HEAD_LIMIT - len(meta[_HEADBUF])
             meta[_HEADBUF] += chunk[:room]
-            head = message_head(meta[_HEADBUF], enc)
+            head = message_head_values(meta[_HEADBUF], enc)
             if head is None:
                 if len(meta[_HEADBUF]) >= HEAD_LIMIT:
                     meta[_HEADLEN] = -2
@@ -135,18 +134,15 @@ class Messages:
                     noted.append([R.MESSAGE_SIZE.id, f"the message head on {key} does not end within "
                                                      f"{HEAD_LIMIT} octets", None])
                 return
-            fields, used = head
+            values, used = head
             buffered = meta[_HEADBUF]
             meta[_HEADLEN] = used
             meta[_HEADBUF] = b""
-            values = {f.name: f.value for f in fields}
             body_size = values["body_size"]
-            # Head fields sit at their place in this fragment when the head began in it.
+            # Head fields sit at their place in this fragment when the head began in it. The head's
+            # octets are kept: its fields are made from them when a view shows the frame.
             start_here = at - (len(buffered) - len(chunk))
-            # Kept as plain data ([name, value, offset, size, display]; a date as its seconds),
-            # made into fields again for the frame.
-            frag[6] = [start_here == 0 and frag[7],
-                       [[f.name, _plain(f.value), f.offset, f.size, f.display] for f in fields]]
+            frag[6] = [start_here == 0 and frag[7], bytes(buffered[:used])]
             meta[_HEAD] = [body_size, values.get("mime_type") or ""]
             entry = self.seq.expecting(key)
             if entry is not None and not meta[_STREAM]:
@@ -208,7 +204,7 @@ class Messages:
                                             f"are no command follow before the next command", command=FRAGMENT))
         # The tree and Info line are made when a view asks: from these values, as they are now.
         frame = LazyFrame(d, offset, size, FRAGMENT, None, findings, kept, _fragment_tree,
-                          (key, size, head, handle, shown, lost))
+                          (key, size, None if head is None else (head[0], head[1], enc), handle, shown, lost))
         if meta is not None and not partial:
             self._finish(key, frame, frame.findings)
         return frame
@@ -281,9 +277,10 @@ class Messages:
 
 _BY_ID = {r.id: r for r in R.ALL_RULES}
 
-#: A fragment frame's tree and Info line: (key, octets, head as data or None, (handle,) or None,
+#: A fragment frame's tree and Info line: (key, octets, the head when it lies in this fragment
+#: (whether from its first octet, its octets, the encoding) or None, (handle,) or None,
 #: (body-size, MIME type) from the head or None, octets lost in capture gaps).
-FragmentView = tuple[str, int, list | None, tuple[int] | None, tuple[int, str] | None, int]
+FragmentView = tuple[str, int, tuple[bool, bytes, Encoding] | None, tuple[int] | None, tuple[int, str] | None, int]
 
 
 def _fragment_tree(frame: LazyFrame, ctx: FragmentView) -> tuple[list[Field], str]:
@@ -293,16 +290,21 @@ def _fragment_tree(frame: LazyFrame, ctx: FragmentView) -> tuple[list[Field], st
     fields: list[Field] = [Field("fragment", kept, 0, size,
                                  f"the first {len(kept)} of {size} octets" if len(kept) < size else None)]
     if head is not None:
-        in_place, plain = head
+        in_place, octets, enc = head
+        decoded = message_head(octets, enc)
+        assert decoded is not None  # these octets were a whole head when the fragment was checked
+        children = decoded[0]
         if in_place:
             # A fragment that ended short (a command began inside it) may cut its head: the
             # fields past its end keep their values but have no place in this frame.
-            children = [Field(n, _value(n, v), o, z, shown) if o + z <= size else Field(n, _value(n, v), -1, 0, shown)
-                        for n, v, o, z, shown in plain]
+            for c in children:
+                if c.offset + c.size > size:
+                    c.offset, c.size = -1, 0
             size_ = sum(c.size for c in children)
             in_place = size_ > 0
         else:  # the head began in an earlier fragment: no place in this one
-            children = [Field(n, _value(n, v), -1, 0, shown) for n, v, _o, _z, shown in plain]
+            for c in children:
+                c.offset, c.size = -1, 0
             size_ = 0
         fields.append(Field("head", None, 0 if in_place else -1, size_, None, children))
     return fields, _fragment_info(frame, ctx)
@@ -319,14 +321,6 @@ def _fragment_info(frame: LazyFrame, ctx: FragmentView) -> str:
 
 
 QUICK_INFO[_fragment_tree] = _fragment_info
-
-
-def _plain(value: Any) -> Any:
-    return int(value.timestamp()) if isinstance(value, datetime) else value
-
-
-def _value(name: str, value: Any) -> Any:
-    return datetime.fromtimestamp(value, UTC) if name == "expiration" else value
 
 
 def _preview(body: bytes) -> str:
