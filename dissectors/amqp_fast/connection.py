@@ -108,10 +108,13 @@ class AmqpFastConnection(BaseConnection):
     def feed(self, direction: Direction, data: bytes, ts: float) -> Iterable[Event]:
         if self.foreign:
             return ()
-        d = Direction(direction)
+        # A Direction member (the engine's) as it is; a plain "c2s"/"s2c" made one.
+        d = direction if direction is C2S or direction is S2C else Direction(direction)
         self.ts = ts
-        side = self.side(d)
-        msgs = self.msgs(d)
+        if d is C2S:
+            side, msgs, peer = self.side_c2s, self.msgs_c2s, self.side_s2c
+        else:
+            side, msgs, peer = self.side_s2c, self.msgs_s2c, self.side_c2s
         out: list[Event] = []
         silence = self.silence
         if silence is not None:
@@ -120,7 +123,6 @@ class AmqpFastConnection(BaseConnection):
         # A fragment of the peer still waiting for what follows it: the peer's stream held nothing
         # more when this side went on, so nothing more belongs to the fragment (the peer's octets
         # that come later are judged as commands). This keeps a message's frame before the answer to it.
-        peer = self.side(d.other)
         if peer.after == "ok" or (peer.after == "check" and not len(peer.queue)):
             out.extend(self._pending(d.other))
         for piece in side.cut(data, self._measure[d], self._resync[d], R.FRAMING_RESYNC):
