@@ -167,7 +167,9 @@ class Amqp091Connection(BaseConnection):
         silence = self.silence
         if silence is not None and silence.interval:
             if not silence.stopped:
-                out.extend(silence.due(ts, R.HEARTBEAT_SILENCE))  # when no tick came in time
+                due = silence.due(ts, R.HEARTBEAT_SILENCE)  # when no tick came in time
+                if due:
+                    out.extend(due)
             silence.seen(direction, ts)
         if direction is not C2S and direction is not S2C:
             direction = Direction(direction)  # a plain "c2s"/"s2c": the paths below compare by identity

@@ -336,7 +336,9 @@ def settle(conn: Amqp091Connection, d: str, ch: int, meth: Method, values: dict[
     if multiple:
         spans = pending.pop_upto(tag)
     elif pending.discard(tag):
-        spans = [(tag, tag + 1)]
+        # The common case, one publish confirmed: what ranges_text and expand give for its span.
+        add_computed(frame, "confirms", [tag], f"#{tag}")
+        return f" confirms #{tag}"
     else:
         spans = []
     if not spans and tag > 0:
