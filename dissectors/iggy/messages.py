@@ -331,10 +331,10 @@ def _limits(w: _Walk, label: str, plen: int, hlen: int) -> None:
                                    f"limit"))
 
 
-#: Where a frame header keeps user_headers_length and payload_length (two u32), and the reserved
-#: u64 that must be 0 (C, V); the full layouts are FRAME_HEADER, read when a message is looked at.
 #: The slot descriptor of Field.display, which MessageField words on first read.
 _DISPLAY = Field.__dict__["display"]
+#: Where a frame header keeps user_headers_length and payload_length (two u32), and the reserved
+#: u64 that must be 0 (C, V); the full layouts are FRAME_HEADER, read when a message is looked at.
 _LENGTHS_AT = {"Z1": 48, "Z2": 48, "C": 48, "V": 32}
 _RESERVED_AT = {"C": 56, "V": 40}
 _LENGTHS = struct.Struct("<II")
