@@ -110,6 +110,12 @@ def _finding(f: Finding) -> list[Any]:
             f.command, f.field]
 
 
+def events(dissector: Dissector, rec: Recorded) -> list[Event]:
+    """What a fresh connection of ``dissector`` gives back for the calls of ``rec``, in order."""
+    conn = dissector.connection(rec.midstream)
+    return [ev for name, args in rec.calls for ev in getattr(conn, name)(*args) or ()]
+
+
 def replay(dissector: Dissector, rec: Recorded, cut_at: int | None = None) -> list[Any]:
     conn = dissector.connection(rec.midstream)
     out: list[Any] = []

@@ -21,7 +21,7 @@ from dissectors.amqp091 import Amqp091Dissector, decode
 from dissectors.amqp091 import encode as E
 from dissectors.amqp091.wire import Tagged, encode_entries
 from dissectors.kit.lazy import LazyFrame
-from tests.replay import Recorded, replay
+from tests.replay import Recorded, events, replay
 from tests.test_amqp091_hotpath import ALL, mutants, variants
 
 DISSECTOR = Amqp091Dissector()
@@ -148,11 +148,7 @@ def test_a_frame_with_a_noted_or_broken_table_takes_the_tree_reader() -> None:
 
 
 def _frames(rec: Recorded) -> list[Frame]:
-    conn = DISSECTOR.connection(rec.midstream)
-    out: list[Frame] = []
-    for name, args in rec.calls:
-        out.extend(e for e in getattr(conn, name)(*args) or () if isinstance(e, Frame))
-    return out
+    return [e for e in events(DISSECTOR, rec) if isinstance(e, Frame)]
 
 
 def _tree_product(frame: Frame) -> tuple:
@@ -182,9 +178,4 @@ def test_frame_min_follows_the_brokers_version() -> None:
 
 
 def _findings(rec: Recorded) -> list:
-    conn = DISSECTOR.connection(rec.midstream)
-    out = []
-    for name, args in rec.calls:
-        for e in getattr(conn, name)(*args) or ():
-            out.extend(e.findings if isinstance(e, Frame) else [e])
-    return out
+    return [f for e in events(DISSECTOR, rec) for f in (e.findings if isinstance(e, Frame) else [e])]

@@ -28,16 +28,15 @@ DISSECTOR = RabbitMQStreamDissector()
 
 
 def tree(fields: list[Field] | None) -> list | None:
-    """Every field with its display text (tests.replay.normal leaves displays out)."""
+    """Every field with its value's repr (tests.replay.normal has values only as their JSON)."""
     if fields is None:
         return None
     return [(f.name, repr(f.value), f.offset, f.size, f.display, tree(f.children)) for f in fields]
 
 
 def run(rec: Recorded) -> tuple[list, list]:
-    conn = DISSECTOR.connection(rec.midstream)
-    events = [ev for name, args in rec.calls for ev in getattr(conn, name)(*args) or ()]
-    return R.normal(events), [tree(ev.fields) for ev in events if isinstance(ev, Frame)]
+    made = R.events(DISSECTOR, rec)
+    return R.normal(made), [tree(ev.fields) for ev in made if isinstance(ev, Frame)]
 
 
 def both(rec: Recorded, monkeypatch: pytest.MonkeyPatch) -> list:
@@ -108,7 +107,6 @@ def test_frames_over_the_negotiated_frame_max_take_the_general_path(monkeypatch:
 def test_the_hot_path_takes_the_publishes() -> None:
     """The differential test is only worth something if the hot path runs: every Publish of the
     clean session comes back lazy."""
-    conn = DISSECTOR.connection(False)
-    made = [ev for name, args in publishes().calls for ev in getattr(conn, name)(*args) or ()]
+    made = R.events(DISSECTOR, publishes())
     publish = [ev for ev in made if getattr(ev, "command", None) == "Publish"]
     assert len(publish) == 18 and all(type(ev) is LazyFrame and ev._build is not None for ev in publish)
