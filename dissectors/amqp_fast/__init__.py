@@ -57,6 +57,10 @@ class AmqpFastDissector(Dissector):
     default_ports = (3018,)
     options = OPTIONS
 
+    def __init__(self, *, hot: bool = True) -> None:
+        #: hot=False: every piece through the kit's framer (the reference the hot path is tested against).
+        self.hot = hot
+
     def chosen(self) -> dict[str, str]:
         return {o.name: self.setting(o.name) for o in OPTIONS}
 
@@ -92,7 +96,7 @@ class AmqpFastDissector(Dissector):
     def connection(self, midstream: bool) -> Connection:
         from dissectors.amqp_fast.connection import AmqpFastConnection
 
-        return AmqpFastConnection(midstream, self.chosen())
+        return AmqpFastConnection(midstream, self.chosen(), hot=self.hot)
 
     def resume(self, state: dict[str, Any]) -> Connection:
         from dissectors.amqp_fast.connection import AmqpFastConnection

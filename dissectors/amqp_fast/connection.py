@@ -22,6 +22,7 @@ from dissectors.amqp_fast import decode
 from dissectors.amqp_fast import rules as R
 from dissectors.amqp_fast.commands import Command
 from dissectors.amqp_fast.framing import DEFAULT_CAP, MAX_CAP, Side
+from dissectors.amqp_fast.hot import cut_segment, direct
 from dissectors.amqp_fast.machines import (
     CHANNEL,
     CHANNEL_MACHINE,
@@ -59,10 +60,12 @@ class AmqpFastConnection(BaseConnection):
     __slots__ = ("settings", "midstream", "ts", "side_c2s", "side_s2c", "msgs_c2s", "msgs_s2c", "hs", "foreign",
                  "client_version", "server_tune", "frame_max", "limits", "mechanisms", "chans", "handles", "corr", "order",
                  "over", "silence",
-                 "enc", "_measure", "_resync")
+                 "enc", "_measure", "_resync", "hot")
     TRANSIENT = ("enc", "_measure", "_resync")
 
-    def __init__(self, midstream: bool = False, settings: dict[str, str] | None = None) -> None:
+    def __init__(self, midstream: bool = False, settings: dict[str, str] | None = None, hot: bool = True) -> None:
+        #: hot=False: every piece through the kit's framer (the reference the hot path is tested against).
+        self.hot = hot
         self.settings = dict(settings or {})
         self.midstream = midstream
         self.ts = 0.0
@@ -125,7 +128,12 @@ class AmqpFastConnection(BaseConnection):
         # that come later are judged as commands). This keeps a message's frame before the answer to it.
         if peer.after == "ok" or (peer.after == "check" and not len(peer.queue)):
             out.extend(self._pending(d.other))
-        for piece in side.cut(data, self._measure[d], self._resync[d], R.FRAMING_RESYNC):
+        if self.hot and direct(side):
+            pos = cut_segment(self, d, side, msgs, data, out)
+            if pos:
+                side.queue.skip(pos)  # the queue (empty) never held these octets
+                data = data[pos:] if pos < len(data) else b""
+        for piece in side.cut(data, self._measure[d], self._resync[d], R.FRAMING_RESYNC) if data else ():
             if isinstance(piece, Finding):
                 out.append(piece)
                 continue

@@ -1,0 +1,141 @@
+"""AMQP/Fast's hot path is its general path, only faster: a differential test.
+
+``AmqpFastDissector(hot=False)`` takes every piece through the kit's framer and the general path.
+The hot path (dissectors/amqp_fast/hot.py) must give exactly the same frames, fields, Info lines
+and findings (tests.replay.normal) on every bundled capture, on mutated variants of them (bytes
+flipped, inserted, deleted, feeds cut in two), on captures joined mid-stream, and on a busy
+session like the benchmark's, its segments cut at random places.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from dissectors.amqp_fast import AmqpFastDissector
+from dissectors.amqp_fast import encode as E
+from tests import replay as R
+from tests.replay import Recorded, replay
+from tests.test_amqp091_hotpath import midstream, mutants, mutate
+
+CAPS = Path(__file__).resolve().parent.parent / "captures" / "amqp_fast"
+ALL = sorted(str(p.relative_to(CAPS)) for p in CAPS.rglob("*.pcap"))
+HOT, GENERAL = AmqpFastDissector(), AmqpFastDissector(hot=False)
+
+
+def recordings(name: str) -> tuple[Recorded, ...]:
+    return R.recordings(str(CAPS / name), "amqp_fast")
+
+
+def same(rec: Recorded) -> list:
+    hot, general = replay(HOT, rec), replay(GENERAL, rec)
+    assert hot == general
+    return hot
+
+
+def test_the_corpus() -> None:
+    assert len(ALL) >= 50 and "amqp_fast_session.pcap" in ALL
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_hot_and_general_paths_agree(name: str) -> None:
+    rng = random.Random(f"fast-hot-{name}")
+    for rec in recordings(name):
+        assert same(rec)
+        for i in range(16):
+            same(mutate(rec, rng, 1 + i % 6))
+        for i in range(6):
+            cut = midstream(rec, rng)
+            same(cut if i % 2 else mutate(cut, rng, 2))
+
+
+def busy_session(seed: int) -> Recorded:
+    """The benchmark's shape on two channels and handles: messages of 0-3 KB sent and delivered in
+    fragments of at most 500 octets (some in one fragment, some with an empty body), acknowledged;
+    each direction's stream then cut into segments of random sizes, so that commands, heads and
+    fragments straddle segments anywhere."""
+    rnd = random.Random(seed)
+    s = E.Script().negotiate()
+    for ch in (1, 2):
+        s.open_channel(ch)
+        s.sc("CHANNEL REPLY", channel_id=ch, confirm_tag=0, reply_code=200, reply_text="OK")
+        s.open_handle(ch, handle=ch, dest=f"q{ch}")
+        s.cc("HANDLE CONSUME", handle_id=ch, confirm_tag=0, prefetch=10, dest_name="")
+    for k in range(1, 41):
+        h = 1 + k % 2
+        body = bytes((k + i) & 0xFF for i in range(rnd.choice((0, 7, 480, 1500, 3000))))
+        fragment = rnd.choice((0, 500, 500, 64))
+        s.c(E.message("HANDLE SEND", h, body, fragment=fragment, dest_name=f"q{h}"))
+        s.s(E.message("HANDLE NOTIFY", h, body, fragment=fragment, message_nbr=k, delivered=True,
+                      dest_name=f"q{h}"))
+        s.cc("CHANNEL ACK", channel_id=h, message_nbr=k)
+    s.close((1, 2))
+    calls: list = []
+    for d, data, ts in s.steps:
+        pos = 0
+        while pos < len(data):
+            n = rnd.choice((len(data), len(data), 1, 3, 100, 537, 1460))
+            calls.append(("feed", (d, data[pos:pos + n], ts)))
+            pos += n
+    calls.append(("end", (s.ts + 1,)))
+    return Recorded("amqp_fast", False, calls)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_busy_sessions_agree(seed: int) -> None:
+    rec = busy_session(seed)
+    events = same(rec)
+    assert len(events) > 400
+    for variant in mutants(rec, f"busy-{seed}", 30, 4):
+        same(variant)
+
+
+#: What may sit where a command should start, at a command boundary or right after a fragment: the
+#: framer's every verdict (junk, wait, a command it doubts or takes as it is).
+ODD = {
+    "size_zero": b"\x00\x00",
+    "size_one": b"\x00\x01\x1f",
+    "long_size": E.command("CHANNEL ACK", channel_id=1, message_nbr=9, long_size=True),
+    "unknown_type": E.frame(99, b"abc"),
+    "unknown_type_no_end": E.frame(99, b"abc", end=0),
+    "no_end": E.command("CHANNEL ACK", channel_id=1, message_nbr=9, end=0x00),
+    "huge_size": b"\xff\xfe\x1f" + b"\x00" * 20,
+    "junk": bytes(range(40)),
+}
+
+
+def odd_session(where: str, odd: bytes, cut: int) -> Recorded:
+    """A session with ``odd`` octets right after a message's fragment (``where`` = "fragment",
+    so the fragment seems longer than announced), after a command that starts three octets before
+    the fragment's announced end ("short") or between two commands ("boundary"); fed in one piece
+    or cut every ``cut`` octets."""
+    s = E.Script().negotiate().open_channel(1).open_handle(1, 1)
+    body = bytes(range(200))
+    msg = E.message("HANDLE SEND", 1, body, fragment=90, dest_name="q")
+    ack = E.command("CHANNEL ACK", channel_id=1, message_nbr=1)
+    if where == "fragment":
+        stream = msg + odd + ack
+    elif where == "short":
+        stream = msg[:-3] + ack + odd + ack
+    else:
+        stream = ack + odd + msg + ack
+    s.c(stream + E.message("HANDLE SEND", 1, body, fragment=50, dest_name="q") + ack)
+    s.close()
+    calls: list = []
+    for d, data, ts in s.steps:
+        step = cut or len(data)
+        calls += [("feed", (d, data[i:i + step], ts)) for i in range(0, len(data), step)]
+    calls.append(("end", (s.ts + 1,)))
+    return Recorded("amqp_fast", False, calls)
+
+
+@pytest.mark.parametrize("odd", sorted(ODD))
+@pytest.mark.parametrize("where", ["fragment", "short", "boundary"])
+def test_odd_octets_agree(odd: str, where: str) -> None:
+    for cut in (0, 1, 5, 64):
+        events = same(odd_session(where, ODD[odd], cut))
+        # Each says something (a finding of its own or on a frame), but a long size, which is allowed.
+        said = any(e[0] == "finding" or (e[0] == "frame" and e[9]) for e in events)
+        assert said or odd == "long_size"
