@@ -139,3 +139,71 @@ def test_odd_octets_agree(odd: str, where: str) -> None:
         # Each says something (a finding of its own or on a frame), but a long size, which is allowed.
         said = any(e[0] == "finding" or (e[0] == "frame" and e[9]) for e in events)
         assert said or odd == "long_size"
+
+
+def _send(h: int = 1, body: bytes = b"x" * 30, **values: object) -> bytes:
+    return E.message("HANDLE SEND", h, body, fragment=20, **values)
+
+
+def _notify(h: int = 1, nbr: int = 1, delivered: bool = True, **values: object) -> bytes:
+    return E.message("HANDLE NOTIFY", h, b"y" * 30, fragment=20, message_nbr=nbr, delivered=delivered, **values)
+
+
+def _scenario(steps: list[tuple[str, bytes]], frame_max: int = 131072, close: bool = True) -> E.Script:
+    s = E.Script().negotiate(frame_max=frame_max).open_channel(1).open_handle(1, 1).open_handle(1, 2, dest="q2")
+    for who, data in steps:
+        s.c(data) if who == "c" else s.s(data)
+    return s.close() if close else s
+
+
+#: Each puts one of the hot message command's conditions in question on a connection under way.
+SCENARIOS = {
+    "notify_unrequested": [("s", _notify())],
+    "notify_browsed": [("c", E.command("HANDLE BROWSE", handle_id=1, confirm_tag=7, message_nbr=1)),
+                       ("s", _notify(delivered=False))],
+    "send_confirmed": [("c", _send(confirm_tag=5)), ("s", E.command("HANDLE REPLY", handle_id=1, confirm_tag=5,
+                                                                     reply_code=200, reply_text="OK")),
+                       ("c", _send(confirm_tag=6))],
+    "interleaved": [("c", E.command("HANDLE SEND", handle_id=1, fragment_size=5, partial=True) + b"abcde"),
+                    ("c", _send(h=2))],
+    "interleaved_notify": [("c", E.command("HANDLE CONSUME", handle_id=1, prefetch=1)),
+                           ("s", E.command("HANDLE NOTIFY", handle_id=1, message_nbr=1, fragment_size=5,
+                                           partial=True, delivered=True) + b"abcde"),
+                           ("s", _notify(nbr=2))],
+    "stream_without_partial": [("c", E.command("HANDLE SEND", handle_id=1, fragment_size=5, streaming=True)
+                                + b"abcde")],
+    "stream_with_recovery": [("c", E.command("HANDLE SEND", handle_id=1, fragment_size=5, streaming=True,
+                                             partial=True, recovery=True) + b"abcde")],
+    "out_of_band": [("c", E.command("HANDLE SEND", handle_id=1, fragment_size=5, out_of_band=True))],
+    "empty_fragment": [("c", E.command("HANDLE SEND", handle_id=1, fragment_size=0))],
+    "nul_in_dest": [("c", _send(dest_name="a\0b"))],
+    "trailing_octets": [("c", E.frame(31, E.fields("HANDLE SEND", {"handle_id": 1, "fragment_size": 5}) + b"zz")
+                         + b"abcde")],
+    "unknown_handle": [("c", _send(h=9))],
+    "handle_closing": [("c", E.command("HANDLE CLOSE", handle_id=1, reply_code=200, reply_text="bye")),
+                       ("c", _send())],
+    "handle_closed": [("c", E.command("HANDLE CLOSE", handle_id=1, reply_code=200, reply_text="bye")),
+                      ("s", E.command("HANDLE CLOSE", handle_id=1, reply_code=200, reply_text="bye")),
+                      ("c", _send())],
+    "channel_closing": [("c", E.command("CHANNEL CLOSE", channel_id=1, reply_code=200, reply_text="bye")),
+                        ("c", _send())],
+    "connection_closing": [("c", E.command("CONNECTION CLOSE", reply_code=200, reply_text="bye")),
+                           ("c", _send())],
+    "server_sends": [("s", _send())],
+    "fragment_above_frame_max": [("c", E.command("HANDLE SEND", handle_id=1, fragment_size=2000) + b"z" * 2000)],
+    "command_above_frame_max": [("c", _send(dest_name="d" * 200))],
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_each_condition_of_the_hot_message_command(name: str) -> None:
+    # A browsed message answers HANDLE BROWSE: left open, the end would say it was never answered.
+    s = _scenario(SCENARIOS[name], frame_max=100 if name == "command_above_frame_max" else
+                  1024 if "frame_max" in name else 131072, close=name != "notify_browsed")
+    for cut in (0, 7):
+        calls: list = []
+        for d, data, ts in s.steps:
+            step = cut or len(data)
+            calls += [("feed", (d, data[i:i + step], ts)) for i in range(0, len(data), step)]
+        calls.append(("end", (s.ts + 1,)))
+        assert len(same(Recorded("amqp_fast", False, calls))) > 10

@@ -254,6 +254,20 @@ def test_machine_judge_decides_the_rule_and_where_to_continue():
     assert CHANNEL.allowed("opening", "c2s", "Data") and not CHANNEL.allowed("open", "c2s", "Open")
 
 
+def test_machine_quiet_loops_are_what_judge_takes_without_a_word():
+    # ("opening", "c2s", "Data") stays but is noted; ("closed", "c2s", "Close") comes from a row
+    # for every state; ignored events never step the machine at all.
+    assert CHANNEL.quiet_loops() == {("open", "c2s", "Data")}
+    assert HANDSHAKE.quiet_loops() == frozenset()  # every row moves on
+    from dissectors.amqp_fast.machines import CHANNEL_MACHINE, CONNECTION, HANDLE_MACHINE
+
+    for m in (CONNECTION, CHANNEL_MACHINE, HANDLE_MACHINE):
+        quiet = m.quiet_loops()
+        assert len(quiet) > 5
+        for state, d, event in quiet:
+            assert m.judge(state, d, event) == (state, None)
+
+
 def test_machine_step_words_what_judge_decided():
     state, f = CHANNEL.step("open", "c2s", "Open")
     assert state == "opening" and f is not None and f.id == "proto.channel.already_open"

@@ -72,10 +72,14 @@ def command(d: Direction, data: bytes, offset: int, enc: Encoding) -> tuple[Fram
             _check_values(cmd, values, findings)
             if data[end] != COMMAND_END:
                 findings.append(_end_missing(data[end], cmd.name))
-            frame = LazyFrame(d, offset, len(data), cmd.name, code, findings, data, _tree_later,
-                              (enc, cmd.name, cmd, values))
-            return frame, cmd, values
+            return values_frame(d, data, offset, enc, cmd, values, findings), cmd, values
     return _command_tree(d, data, offset, enc, hs, size, code, cmd)
+
+
+def values_frame(d: Direction, data: bytes, offset: int, enc: Encoding, cmd: Command, values: dict[str, Any],
+                 findings: list[Finding]) -> LazyFrame:
+    """The frame of a known command checked from its values: its tree is made when a view asks."""
+    return LazyFrame(d, offset, len(data), cmd.name, cmd.code, findings, data, _tree_later, (enc, cmd.name, cmd, values))
 
 
 def _tree_later(frame: LazyFrame, ctx: tuple[Encoding, str, Command, dict[str, Any]]) -> tuple[list[Field], str]:
@@ -194,11 +198,19 @@ def _prefix(shape: Any, view: memoryview, start: int, stop: int) -> tuple[list[F
 _SHORTSTRS = {c.code: tuple(n for n, t in c.fields if t == "shortstr") for c in BY_CODE.values()}
 
 
-def _check_values(cmd: Command, values: dict[str, Any], findings: list[Finding]) -> None:
-    for n in _SHORTSTRS[cmd.code]:
+def nul_fields(code: int, values: dict[str, Any]) -> list[str]:
+    """The short-string fields of command ``code`` that hold a zero octet."""
+    out = []
+    for n in _SHORTSTRS[code]:
         v = values.get(n)
         if isinstance(v, (str, bytes)) and ("\0" in v if isinstance(v, str) else b"\0" in v):
-            findings.append(R.SHORT_STRING_NUL(f"{n} holds a zero octet", command=cmd.name, field=n))
+            out.append(n)
+    return out
+
+
+def _check_values(cmd: Command, values: dict[str, Any], findings: list[Finding]) -> None:
+    for n in nul_fields(cmd.code, values):
+        findings.append(R.SHORT_STRING_NUL(f"{n} holds a zero octet", command=cmd.name, field=n))
     rc = values.get("reply_code")
     if isinstance(rc, int):
         sev = codes.severity(rc)

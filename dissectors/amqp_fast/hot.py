@@ -14,12 +14,15 @@ tests/test_amqp_fast_hot.py proves both ways give the same (``AmqpFastConnection
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from analyzer.api import Direction, Event
-from dissectors.amqp_fast.commands import BY_CODE, COMMAND_END, LONG_SIZE
+from analyzer.api import Direction, Event, Frame
+from dissectors.amqp_fast.commands import BY_CODE, BY_NAME, COMMAND_END, LONG_SIZE, layout
+from dissectors.amqp_fast.decode import nul_fields, values_frame
 from dissectors.amqp_fast.framing import Side
+from dissectors.amqp_fast.machines import CHANNEL, CHANNEL_MACHINE, COMMAND, CONNECTION, HANDLE_MACHINE
 from dissectors.amqp_fast.messages import Messages
+from dissectors.schema import DecodeError
 
 if TYPE_CHECKING:
     from dissectors.amqp_fast.connection import AmqpFastConnection
@@ -40,7 +43,7 @@ def cut_segment(conn: AmqpFastConnection, d: Direction, side: Side, msgs: Messag
     pos = 0
     base = side.queue.offset
     enc = conn.enc
-    command = conn._command
+    general = conn._command
     while pos < n:
         due = side.due
         if due:
@@ -65,9 +68,71 @@ def cut_segment(conn: AmqpFastConnection, d: Direction, side: Side, msgs: Messag
                 break  # the framer doubts the fragment's end
             side.after, side.tail = "", b""
             out.append(msgs.finish_fragment(d, enc))
-        out.append(command(d, data[pos:stop], base + pos))
+        piece = data[pos:stop]
+        out.append(_message_command(conn, d, side, msgs, piece, base + pos) or general(d, piece, base + pos))
         pos = stop
     if pos:
         side.seen_frame = True
         side.after_gap = False
     return pos
+
+
+#: The commands that carry message data and are taken here when nothing about them can be wrong
+#: (those without a size limit of their own: both).
+_DATA = {c.code: c for c in (BY_NAME["HANDLE SEND"], BY_NAME["HANDLE NOTIFY"]) if not c.limit}
+#: (state, sender, event) the machines take without a word or a change: what is checked instead of
+#: stepping them (the connection's "channel" event, a handle's command, its channel's "command").
+_QUIET_CONNECTION = CONNECTION.quiet_loops()
+_QUIET_HANDLE = HANDLE_MACHINE.quiet_loops()
+_QUIET_CHANNEL = CHANNEL_MACHINE.quiet_loops()
+
+
+def _message_command(conn: AmqpFastConnection, d: Direction, side: Side, msgs: Messages, data: bytes,
+                     offset: int) -> Frame | None:
+    """HANDLE SEND or NOTIFY on an open handle of an open channel of an open connection, continuing
+    the message in flight there or starting one, in band, unconfirmed, with fragment octets to
+    come: none of _command's own checks can speak, so only what it does to the state is done (the
+    frame, the message's command and fragment, the octets due). None, having changed nothing,
+    for anything else: the general path takes it. (The client's missing initiation is never in
+    question here: a side cuts directly only after its first piece went through the framer,
+    which settled it.)"""
+    cmd = _DATA.get(data[2])
+    if cmd is None or data[-1] != COMMAND_END:
+        return None
+    name = cmd.name
+    end = len(data) - 1
+    try:
+        values, used = layout(cmd.code, conn.enc).read_values(data, 3, end)
+    except DecodeError:
+        return None
+    if used != end or nul_fields(cmd.code, values):
+        return None
+    size = values["fragment_size"]
+    if not size or values["out_of_band"] or values.get("confirm_tag"):
+        return None
+    fm = conn.frame_max
+    if fm and (end + 1 > fm or size > fm):
+        return None
+    if (conn.hs, d, CHANNEL) not in _QUIET_CONNECTION:
+        return None
+    h = values["handle_id"]
+    rec = conn.handles.get(h)
+    if rec is None or (rec[0], d, name) not in _QUIET_HANDLE:
+        return None
+    ch = rec[1]
+    chan = conn.chans.get(ch) if ch is not None else None
+    if chan is None or (chan[0], d, COMMAND) not in _QUIET_CHANNEL:
+        return None
+    nbr: Any = None
+    if cmd.code == 41:  # HANDLE NOTIFY: on a consuming or browsing handle, a delivered message
+        if not rec[3] or not values["delivered"]:
+            return None
+        nbr = values["message_nbr"]
+    key = f"channel {ch}"
+    frame = values_frame(d, data, offset, conn.enc, cmd, values, [])
+    # What the message sequencing notes (a message interleaved, a stream started wrong), it notes
+    # on this frame here as on the general path.
+    msgs.command(name, key, h, nbr, values, frame.anchor(), frame.findings)
+    msgs.begin(key, offset + end + 1, size, bool(values["partial"]))
+    side.due = size
+    return frame

@@ -96,6 +96,13 @@ class Machine:
             nxt = self.recover.get(any_state, state)
         return nxt, self.rule
 
+    def quiet_loops(self) -> frozenset[Key]:
+        """Every (state, direction, event) that :meth:`judge` answers with the same state and no
+        rule: a hot path may take such an event without stepping the machine. (Rows for every
+        state are left out: their keys name no state.)"""
+        return frozenset(k for k, nxt in self.rows.items()
+                         if k[0] != ANY and nxt == k[0] and k not in self.noted and k[2] not in self.ignore)
+
     def message(self, state: str, direction: str, event: str) -> str:
         """The default text of a finding about ``event`` in ``state``."""
         who = "client" if direction == "c2s" else "server"
