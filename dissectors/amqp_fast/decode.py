@@ -241,12 +241,11 @@ def info(name: str, cmd: Command | None, values: dict[str, Any]) -> str:
     parts = [name]
     for key, before, after, fmt, keys, optional in _INFO[cmd.code]:
         if key is not None:  # one field: its text between the piece's words
-            if key not in values:
+            v = values.get(key, _ABSENT)
+            if v is _ABSENT or (optional and not v):
                 continue
-            v = values[key]
-            if optional and not v:
-                continue
-            parts.append(before + _short(str(v) if type(v) is int else _text(v)) + after)
+            # An integer's digits are never long enough to cut (a bool is no int here: 0/1).
+            parts.append(f"{before}{v}{after}" if type(v) is int else before + _short(_text(v)) + after)
             continue
         if any(k not in values for k in keys):
             continue
@@ -254,6 +253,9 @@ def info(name: str, cmd: Command | None, values: dict[str, Any]) -> str:
             continue
         parts.append(fmt.format(**{k: _short(_text(values[k])) for k in keys}))
     return " ".join(parts)
+
+
+_ABSENT = object()
 
 
 def _piece(fmt: str, optional: bool) -> tuple[str | None, str, str, str, list[str], bool]:
