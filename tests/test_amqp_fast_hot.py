@@ -190,6 +190,17 @@ SCENARIOS = {
     "connection_closing": [("c", E.command("CONNECTION CLOSE", reply_code=200, reply_text="bye")),
                            ("c", _send())],
     "server_sends": [("s", _send())],
+    "ack_confirmed": [("c", E.command("CHANNEL ACK", channel_id=1, confirm_tag=3, message_nbr=1)),
+                      ("s", E.command("CHANNEL REPLY", channel_id=1, confirm_tag=3, reply_code=200,
+                                      reply_text="OK")),
+                      ("c", E.command("CHANNEL ACK", channel_id=1, confirm_tag=4, message_nbr=2))],
+    "ack_unknown_channel": [("c", E.command("CHANNEL ACK", channel_id=5, message_nbr=1))],
+    "ack_channel_closing": [("c", E.command("CHANNEL CLOSE", channel_id=1, reply_code=200, reply_text="bye")),
+                            ("c", E.command("CHANNEL ACK", channel_id=1, message_nbr=1))],
+    "ack_from_server": [("s", E.command("CHANNEL ACK", channel_id=1, message_nbr=1))],
+    "ack_connection_closing": [("c", E.command("CONNECTION CLOSE", reply_code=200, reply_text="bye")),
+                               ("c", E.command("CHANNEL ACK", channel_id=1, message_nbr=1))],
+    "ack_above_frame_max": [("c", E.command("CHANNEL ACK", channel_id=1, message_nbr=1))],
     "fragment_above_frame_max": [("c", E.command("HANDLE SEND", handle_id=1, fragment_size=2000) + b"z" * 2000)],
     "command_above_frame_max": [("c", _send(dest_name="d" * 200))],
 }
@@ -198,8 +209,9 @@ SCENARIOS = {
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_each_condition_of_the_hot_message_command(name: str) -> None:
     # A browsed message answers HANDLE BROWSE: left open, the end would say it was never answered.
-    s = _scenario(SCENARIOS[name], frame_max=100 if name == "command_above_frame_max" else
-                  1024 if "frame_max" in name else 131072, close=name != "notify_browsed")
+    frame_max = {"command_above_frame_max": 100, "ack_above_frame_max": 8}.get(
+        name, 1024 if "frame_max" in name else 131072)
+    s = _scenario(SCENARIOS[name], frame_max=frame_max, close=name != "notify_browsed")
     for cut in (0, 7):
         calls: list = []
         for d, data, ts in s.steps:

@@ -69,7 +69,7 @@ def cut_segment(conn: AmqpFastConnection, d: Direction, side: Side, msgs: Messag
             side.after, side.tail = "", b""
             out.append(msgs.finish_fragment(d, enc))
         piece = data[pos:stop]
-        out.append(_message_command(conn, d, side, msgs, piece, base + pos) or general(d, piece, base + pos))
+        out.append(_hot_command(conn, d, side, msgs, piece, base + pos) or general(d, piece, base + pos))
         pos = stop
     if pos:
         side.seen_frame = True
@@ -77,9 +77,10 @@ def cut_segment(conn: AmqpFastConnection, d: Direction, side: Side, msgs: Messag
     return pos
 
 
-#: The commands that carry message data and are taken here when nothing about them can be wrong
-#: (those without a size limit of their own: both).
-_DATA = {c.code: c for c in (BY_NAME["HANDLE SEND"], BY_NAME["HANDLE NOTIFY"]) if not c.limit}
+#: The commands taken here when nothing about them can be wrong: those that carry message data
+#: and the acknowledgement, none with a size limit of its own.
+_HOT = {c.code: c for c in (BY_NAME["HANDLE SEND"], BY_NAME["HANDLE NOTIFY"], BY_NAME["CHANNEL ACK"]) if not c.limit}
+_ACK = BY_NAME["CHANNEL ACK"].code
 #: (state, sender, event) the machines take without a word or a change: what is checked instead of
 #: stepping them (the connection's "channel" event, a handle's command, its channel's "command").
 _QUIET_CONNECTION = CONNECTION.quiet_loops()
@@ -87,16 +88,16 @@ _QUIET_HANDLE = HANDLE_MACHINE.quiet_loops()
 _QUIET_CHANNEL = CHANNEL_MACHINE.quiet_loops()
 
 
-def _message_command(conn: AmqpFastConnection, d: Direction, side: Side, msgs: Messages, data: bytes,
-                     offset: int) -> Frame | None:
+def _hot_command(conn: AmqpFastConnection, d: Direction, side: Side, msgs: Messages, data: bytes,
+                 offset: int) -> Frame | None:
     """HANDLE SEND or NOTIFY on an open handle of an open channel of an open connection, continuing
     the message in flight there or starting one, in band, unconfirmed, with fragment octets to
-    come: none of _command's own checks can speak, so only what it does to the state is done (the
-    frame, the message's command and fragment, the octets due). None, having changed nothing,
-    for anything else: the general path takes it. (The client's missing initiation is never in
-    question here: a side cuts directly only after its first piece went through the framer,
-    which settled it.)"""
-    cmd = _DATA.get(data[2])
+    come; or CHANNEL ACK, unconfirmed, on an open channel. None of _command's own checks can speak,
+    so only what it does to the state is done (the frame; for a message, its command and fragment
+    and the octets due). None, having changed nothing, for anything else: the general path takes
+    it. (The client's missing initiation is never in question here: a side cuts directly only
+    after its first piece went through the framer, which settled it.)"""
+    cmd = _HOT.get(data[2])
     if cmd is None or data[-1] != COMMAND_END:
         return None
     name = cmd.name
@@ -105,15 +106,20 @@ def _message_command(conn: AmqpFastConnection, d: Direction, side: Side, msgs: M
         values, used = layout(cmd.code, conn.enc).read_values(data, 3, end)
     except DecodeError:
         return None
-    if used != end or nul_fields(cmd.code, values):
-        return None
-    size = values["fragment_size"]
-    if not size or values["out_of_band"] or values.get("confirm_tag"):
+    if used != end or nul_fields(cmd.code, values) or values.get("confirm_tag"):
         return None
     fm = conn.frame_max
-    if fm and (end + 1 > fm or size > fm):
+    if fm and end + 1 > fm:
         return None
     if (conn.hs, d, CHANNEL) not in _QUIET_CONNECTION:
+        return None
+    if cmd.code == _ACK:
+        chan = conn.chans.get(values["channel_id"])
+        if chan is None or (chan[0], d, name) not in _QUIET_CHANNEL:
+            return None
+        return values_frame(d, data, offset, conn.enc, cmd, values, [])
+    size = values["fragment_size"]
+    if not size or values["out_of_band"] or (fm and size > fm):
         return None
     h = values["handle_id"]
     rec = conn.handles.get(h)
