@@ -152,7 +152,9 @@ class ChunkProblem:
         self.notes: list[str] = []
         #: Sub-batches not decoded because they would expand past the decompression limit.
         self.limits: list[str] = []
-        self.budget = inflate.limit()
+        #: Bytes the frame may still expand to; -1 until its first compressed sub-batch reads the
+        #: limit (most frames have none, and the setting is read from the environment).
+        self.budget = -1
 
 
 def decode_entries(buf: bytes, pos: int, end: int, base: int, n_entries: int, first_offset: int | None,
@@ -329,6 +331,10 @@ def _uniform_end(data: bytes | memoryview, start: int, stop: int, count: int) ->
     return end
 
 
+def _over(room: int) -> str:
+    return f"the decompression limit ({room} bytes left for this frame; {inflate.ENV} sets it)"
+
+
 def _inflate(dec: Callable[[bytes, int], bytes], payload: bytes, comp: int, ulen: int | None,
              problems: ChunkProblem, entry: int) -> bytes | None:
     """A sub-batch's records, decompressed within the frame's budget; None (and why, in
@@ -340,8 +346,10 @@ def _inflate(dec: Callable[[bytes, int], bytes], payload: bytes, comp: int, ulen
     """
     name = COMPRESSION[comp]
     room = problems.budget
-    over = f"the decompression limit ({room} bytes left for this frame; {inflate.ENV} sets it)"
+    if room < 0:
+        room = problems.budget = inflate.limit()
     if ulen is not None and ulen > room:
+        over = _over(room)
         problems.limits.append(f"entry {entry}: {name} sub-batch declares {ulen} bytes uncompressed, over "
                                f"{over}; its records are not decoded")
         return None
@@ -349,6 +357,7 @@ def _inflate(dec: Callable[[bytes, int], bytes], payload: bytes, comp: int, ulen
     try:
         data = dec(payload, want + 1)  # one byte more tells whether it expands past what we want
     except inflate.Excess as exc:
+        over = _over(room)
         if ulen is None:
             problems.limits.append(f"entry {entry}: {name} sub-batch states {exc.size} bytes uncompressed, over "
                                    f"{over}; its records are not decoded")
@@ -361,6 +370,7 @@ def _inflate(dec: Callable[[bytes, int], bytes], payload: bytes, comp: int, ulen
         return None
     problems.budget -= min(len(data), want)
     if len(data) > want:
+        over = _over(room)
         if ulen is None or want < ulen + TOLERANCE:
             problems.limits.append(f"entry {entry}: {name} sub-batch expands past {over}; decoding stopped there "
                                    f"and its records are not decoded")
