@@ -178,10 +178,46 @@ class Framer:
         self.junk_len = 0
         self.reason = ""
 
+    #: Whether whole frames are cut straight from a segment when nothing is buffered (False: every
+    #: segment goes through the queue; tests/test_kit_direct_cut.py holds the two to each other).
+    direct_cut = True
+
     def cut(self, data: bytes, measure: Measure, resync: Resync, junk_rule: Rule) -> Iterator[Piece | Finding]:
         q = self.queue
-        q.append(data)
-        for piece in q.cut(measure, resync):
+        waiting = False
+        if self.direct_cut and type(data) is bytes and q._buf is None and q.synced and self.junk_at < 0:
+            # Nothing buffered and in sync (the usual state between segments): frames are cut from
+            # the segment itself, without copying it into the queue and out again. Whatever is left
+            # goes to the queue in the state the queue's own cut would have left: waiting when
+            # measure said wait (measure is asked again only with more bytes, as there), out of
+            # sync when it said junk. The queue's base stays at the segment's start meanwhile, as
+            # measure may address the segment through it (pos is then an index into the segment).
+            pos = 0
+            n = len(data)
+            m = 0
+            try:
+                while pos < n:
+                    m = measure(data, pos)  # type: ignore[arg-type]
+                    if m <= 0 or pos + m > n:
+                        break
+                    start = pos
+                    pos += m
+                    self.seen_frame = True
+                    self.after_gap = False
+                    yield Piece(q._base + start, data if m == n else data[start:pos])
+            finally:
+                q._base += pos
+                if pos < n:
+                    q.append(data[pos:] if pos else data)
+            if pos == n:
+                return
+            if m < 0:
+                q.synced = False
+            else:
+                waiting = True
+        else:
+            q.append(data)
+        for piece in () if waiting else q.cut(measure, resync):
             if piece.junk:
                 self._junk(piece)
                 continue
