@@ -80,7 +80,7 @@ def cut_segment(conn: AmqpFastConnection, d: Direction, side: Side, msgs: Messag
 #: The commands taken here when nothing about them can be wrong: those that carry message data
 #: and the acknowledgement, none with a size limit of its own.
 _HOT = {c.code: c for c in (BY_NAME["HANDLE SEND"], BY_NAME["HANDLE NOTIFY"], BY_NAME["CHANNEL ACK"]) if not c.limit}
-_ACK = BY_NAME["CHANNEL ACK"].code
+_ACK, _NOTIFY = BY_NAME["CHANNEL ACK"].code, BY_NAME["HANDLE NOTIFY"].code
 #: (state, sender, event) the machines take without a word or a change: what is checked instead of
 #: stepping them (the connection's "channel" event, a handle's command, its channel's "command").
 _QUIET_CONNECTION = CONNECTION.quiet_loops()
@@ -130,7 +130,7 @@ def _hot_command(conn: AmqpFastConnection, d: Direction, side: Side, msgs: Messa
     if chan is None or (chan[0], d, COMMAND) not in _QUIET_CHANNEL:
         return None
     nbr: Any = None
-    if cmd.code == 41:  # HANDLE NOTIFY: on a consuming or browsing handle, a delivered message
+    if cmd.code == _NOTIFY:  # on a consuming or browsing handle, a delivered message
         if not rec[3] or not values["delivered"]:
             return None
         nbr = values["message_nbr"]
