@@ -127,6 +127,13 @@ def replay(dissector: Dissector, rec: Recorded, cut_at: int | None = None) -> li
     return out
 
 
+def agree(first: Dissector, second: Dissector, rec: Recorded) -> list[Any]:
+    """What two dissectors (a hot path and its general path) make of ``rec``, asserted the same."""
+    a, b = replay(first, rec), replay(second, rec)
+    assert a == b
+    return a
+
+
 def cut_points(n: int, rng: Any, k: int = 6) -> Sequence[int]:
     """A few cut positions: the first and last calls and random ones between."""
     points = {0, max(n - 1, 0), n // 2}
