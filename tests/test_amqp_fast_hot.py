@@ -154,7 +154,8 @@ def _scenario(steps: list[tuple[str, bytes]], frame_max: int = 131072, close: bo
     return s.close() if close else s
 
 
-#: Each puts one of the hot message command's conditions in question on a connection under way.
+#: Each puts one condition of the hot command (HANDLE SEND or NOTIFY, CHANNEL ACK) in question on a
+#: connection under way.
 SCENARIOS = {
     "notify_unrequested": [("s", _notify())],
     "notify_browsed": [("c", E.command("HANDLE BROWSE", handle_id=1, confirm_tag=7, message_nbr=1)),
@@ -206,9 +207,9 @@ SCENARIOS = {
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_each_condition_of_the_hot_message_command(name: str) -> None:
-    # A browsed message answers HANDLE BROWSE: left open, the end would say it was never answered.
     frame_max = {"command_above_frame_max": 100, "ack_above_frame_max": 8}.get(
         name, 1024 if "frame_max" in name else 131072)
+    # A browsed message answers HANDLE BROWSE: left open, the end would say it was never answered.
     s = _scenario(SCENARIOS[name], frame_max=frame_max, close=name != "notify_browsed")
     for cut in (0, 7):
         calls: list = []
