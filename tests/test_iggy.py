@@ -5,6 +5,7 @@ the command table."""
 from __future__ import annotations
 
 import random
+import re
 import struct
 from pathlib import Path
 
@@ -438,3 +439,33 @@ def test_older_l1_topic_layouts_are_decoded_too(layout: int) -> None:
     ev = conn.feed(Direction.C2S, struct.pack("<II", len(raw) - 4, 302) + raw[8:], 1.0)
     assert [f.info for f in frames(ev)] == ["CREATE_TOPIC stream=1 name=t partitions=3"]
     assert all_findings(ev) == []
+
+
+_MESSAGE_TEXT = re.compile(r"(?:offset (\d+), )?(\d+) bytes(?:, (\d+) headers)?")
+
+
+def _messages(fields: list | None):  # noqa: ANN202 - a generator of Fields
+    for f in fields or ():
+        if f.name.startswith("[") and f.child("payload") is not None:
+            yield f
+        else:
+            yield from _messages(f.children)
+
+
+def test_every_message_is_worded_from_its_fields() -> None:
+    """A message's display, however it was made (lazy, or eager when cut off): its offset when
+    polled, its payload's size and its header count, as its fields give them."""
+    forms = set()
+    for path in sorted((Path(__file__).resolve().parent.parent / "captures" / "iggy").rglob("*.pcap*")):
+        for ev in analyze_file(str(path)):
+            for m in _messages(getattr(ev, "fields", None)):
+                match = _MESSAGE_TEXT.fullmatch(m.display)
+                assert match, (path.name, m.display)
+                offset, size, headers = match.groups()
+                assert int(size) == m.child("payload").size
+                n = m.child("headers")
+                assert int(headers or 0) == (n.value if n is not None else 0)
+                if offset is not None:
+                    assert int(offset) == m.child("offset").value
+                forms.add((offset is not None, headers is not None))
+    assert forms == {(False, False), (False, True), (True, False), (True, True)}

@@ -365,10 +365,8 @@ class MessageField(LazyChildren):
         text = _DISPLAY.__get__(self)
         if text is None:
             headers = self._headers
-            n = headers if type(headers) is int else len(headers)  # type: ignore[arg-type]
-            text = f"{self._plen} bytes, {n} headers" if n else f"{self._plen} bytes"
-            if self._moff is not None:
-                text = f"offset {self._moff}, {text}"
+            text = _msg_text(self._plen, headers if type(headers) is int else len(headers),  # type: ignore[arg-type]
+                             self._moff)
             _DISPLAY.__set__(self, text)
         return text
 
@@ -476,11 +474,17 @@ def _frame(w: _Walk, i: int, off: int, end: int, base: tuple[int, int] | None = 
     return MessageField(f"[{i}]", mid, off, stop - off, shown_moff, w.raw, d, base, ck, plen, headers), stop
 
 
+def _msg_text(plen: int, nheaders: int, moff: int | None) -> str:
+    """"offset 5, 7 bytes, 2 headers" for a polled message (``moff`` its offset); sent ones
+    (``moff`` None) have no offset yet."""
+    text = f"{plen} bytes, {nheaders} headers" if nheaders else f"{plen} bytes"
+    return text if moff is None else f"offset {moff}, {text}"
+
+
 def _msg_display(kids: Sequence[Field], plen: int, nheaders: int, polled: bool) -> str:
-    """"offset 5, 7 bytes, 2 headers" for a polled message; sent ones have no offset yet."""
+    """_msg_text for a message whose fields are made (its offset read from them)."""
     off = next((k.value for k in kids if k.name == "offset"), None)
-    text = f"{plen} bytes" + (f", {nheaders} headers" if nheaders else "")
-    return f"offset {off}, {text}" if polled and off is not None else text
+    return _msg_text(plen, nheaders, off if polled else None)
 
 
 def _frames(w: _Walk, off: int, end: int, count: int | None, first: int = 0,
