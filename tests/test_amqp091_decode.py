@@ -225,3 +225,69 @@ def test_clean_content_type_remembers_answers_by_bytes_and_stays_bounded() -> No
     data = b"\x02" * 19 + long_props + b"\xce"
     P.clean_content_type(data, 19, 19 + len(long_props))
     assert bytes(long_props) not in P._CLEAN_SEEN  # long lists are not kept
+
+
+def test_entries_are_clean_agrees_with_check_table() -> None:
+    """The hot path's table shortcut says clean exactly when check_table would neither raise nor
+    note anything: on nested tables of every tag (arrays in tables in arrays, depths near the
+    limit) whole, cut short and with bytes changed at random."""
+    import random
+
+    from dissectors.amqp091.wire import TableNotes, check_table, encode_entries, entries_are_clean
+    from dissectors.schema import DecodeError
+
+    rng = random.Random(15)
+    leaves = [1, -7, 300, 70000, 2**40, True, "text", b"\x00\xff", 1.5, Decimal("1.25"),
+              datetime(2026, 11, 26, tzinfo=UTC), None]
+
+    def value(depth: int) -> object:
+        if depth < 3 and rng.random() < 0.3:
+            return table(depth + 1)
+        if depth < 3 and rng.random() < 0.2:
+            return [value(depth + 1) for _ in range(rng.randrange(4))]
+        return rng.choice(leaves)
+
+    def table(depth: int) -> dict[str, object]:
+        return {f"k{i}" * rng.randrange(1, 3): value(depth) for i in range(rng.randrange(5))}
+
+    def deep(n: int, arrays: bool) -> dict[str, object]:
+        t: dict[str, object] = {"leaf": 1}
+        for _ in range(n):
+            t = {"a": [t]} if arrays else {"t": t}
+        return t
+
+    def agree(buf: bytes) -> bool:
+        TableNotes.reset()
+        try:
+            check_table(buf, 0, len(buf))
+            quiet = not TableNotes.spec_only and not TableNotes.unknown
+        except DecodeError:
+            quiet = False
+        TableNotes.reset()
+        stop = 4 + int.from_bytes(buf[:4], "big")
+        clean = stop <= len(buf) and entries_are_clean(buf, 4, stop, 0, True)
+        return clean == quiet
+
+    tables = [table(0) for _ in range(300)] + [deep(n, a) for n in range(14, 38) for a in (False, True)]
+    kinds = {True: 0, False: 0}
+    for t in tables:
+        body = encode_entries(t)
+        whole = len(body).to_bytes(4, "big") + body
+        variants = [whole, whole[:-1], whole[:rng.randrange(4, len(whole) + 1)]]
+        for _ in range(8):
+            b = bytearray(whole)
+            for _ in range(rng.randrange(1, 3)):
+                b[rng.randrange(4, len(b)) if len(b) > 4 else 0] = rng.choice(
+                    [rng.randrange(256), ord("U"), ord("L"), ord("F"), ord("A"), ord("S"), 0, 255])
+            variants.append(bytes(b))
+        for v in variants:
+            assert agree(v), v
+            TableNotes.reset()
+            try:
+                check_table(v, 0, len(v))
+                kinds[not TableNotes.spec_only and not TableNotes.unknown] += 1
+            except DecodeError:
+                kinds[False] += 1
+            TableNotes.reset()
+    # Both answers occur often: the agreement is not one-sided.
+    assert kinds[True] > 500 and kinds[False] > 500, kinds

@@ -199,26 +199,34 @@ def _clean_content_type(buf: bytes, off: int, end: int) -> str | None:
             return None
         content_type = str(buf[off + 1:stop], "utf-8", "replace")
         off = stop
+    # A fixed run may step past ``end``: the next bounded read or the final test says so.
     for kind in kinds:
-        if kind == 0:  # shortstr
-            if off >= end:
-                return None
+        if kind > 0:
+            off += kind
+        elif off >= end:
+            return None
+        elif kind == 0:  # shortstr
             off += 1 + buf[off]
-        elif kind < 0:  # table: u32 length, then entries
+        else:  # table: u32 length, then entries
             if off + 4 > end:
                 return None
             stop = off + 4 + _U32(buf, off)[0]
             if stop > end or not entries_are_clean(buf, off + 4, stop, 0, True):
                 return None
             off = stop
-        else:
-            off += kind
-        if off > end:
-            return None
     return content_type if off == end else None
 
 
 def _rest_kinds(flags: int) -> tuple[int, ...] | None:
     if flags & 0x0003:  # a continuation word or the reserved bit: scan_properties has a word to say
         return None
-    return tuple(kind for bit, kind in _plan(flags) if bit != 0x8000)
+    # Fixed-size properties next to each other make one step.
+    kinds: list[int] = []
+    for bit, kind in _plan(flags):
+        if bit == 0x8000:
+            continue
+        if kind > 0 and kinds and kinds[-1] > 0:
+            kinds[-1] += kind
+        else:
+            kinds.append(kind)
+    return tuple(kinds)

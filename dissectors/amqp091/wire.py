@@ -385,6 +385,10 @@ def _check_entries(buf: bytes, off: int, end: int, depth: int, named: bool) -> N
 
 #: Fixed-size tags that carry no note (the spec-only U and L are left to check_table).
 _CLEAN_SIZES = {t: n for t, n in _SIZES.items() if t not in _SPEC_ONLY_CODES}
+#: entries_are_clean's one lookup per value: a fixed size (>= 0), or how a u32-prefixed value goes
+#: on: _LONG (S, x: skipped), _TABLE (F) or _ARRAY (A) (checked inside).
+_LONG, _TABLE, _ARRAY = -1, -2, -3
+_CLEAN_TAGS = {**_CLEAN_SIZES, 0x53: _LONG, 0x78: _LONG, 0x46: _TABLE, 0x41: _ARRAY}
 
 
 def entries_are_clean(buf: bytes, off: int, end: int, depth: int, named: bool) -> bool:
@@ -392,33 +396,32 @@ def entries_are_clean(buf: bytes, off: int, end: int, depth: int, named: bool) -
     check_table would neither raise nor note anything about them.
 
     The hot path's shortcut: no entry name is decoded (names only appear in notes). When this
-    says False, check_table is run to say what is wrong.
+    says False, check_table is run to say what is wrong. Runs for the headers of every message
+    whose properties differ from the last ones seen (ids, timestamps), so one lookup per value.
     """
-    sizes = _CLEAN_SIZES
+    tags = _CLEAN_TAGS
     while off < end:
         if named:
             off += 1 + buf[off]
             if off >= end:  # the name overruns, or no type tag follows it
                 return False
-        tag = buf[off]
+        size = tags.get(buf[off])
         off += 1
-        size = sizes.get(tag)
-        if size is not None:
+        if size is None:
+            return False
+        if size >= 0:
             off += size
             if off > end:
                 return False
-        elif tag == 0x53 or tag == 0x78 or tag == 0x46 or tag == 0x41:  # S x F A
-            if off + 4 > end:
-                return False
-            stop = off + 4 + _U32.unpack_from(buf, off)[0]
-            if stop > end:
-                return False
-            if (tag == 0x46 or tag == 0x41) and (depth > 32 or
-                                                 not entries_are_clean(buf, off + 4, stop, depth + 1, tag == 0x46)):
-                return False
-            off = stop
-        else:
+            continue
+        if off + 4 > end:
             return False
+        stop = off + 4 + _U32.unpack_from(buf, off)[0]
+        if stop > end:
+            return False
+        if size != _LONG and (depth > 32 or not entries_are_clean(buf, off + 4, stop, depth + 1, size == _TABLE)):
+            return False
+        off = stop
     return True
 
 
