@@ -28,6 +28,7 @@ NAMES = (
     "amqp091_large_bodies",
     "amqp091_confirms",
     "amqp091_publish_consume",
+    "amqp091_routed_mixed",
     "rabbitmq_stream_subbatch",
     "iggy_send_poll",
     "amqp_fast_fragmented",
