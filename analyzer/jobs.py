@@ -30,7 +30,7 @@ import queue
 import sys
 import threading
 import traceback
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection as Pipe
 from typing import Any
@@ -82,8 +82,10 @@ class _Text(io.StringIO):
 
 def auto_jobs(paths: list[str]) -> int:
     """--jobs by default: the machine's cores; one for a small capture, and for one whose first
-    PEEK packets are mostly one conversation's (more than DOMINANT of them): the other workers
-    would only skip its packets while its text makes a detour through the parent."""
+    PEEK packets would mostly (more than DOMINANT of them) go to one worker, as conversations are
+    dealt out (Analyzer.owns): one conversation carrying nearly all of them, or a busy one sharing
+    its worker with others. The other workers would then only skip its packets while its text
+    makes a detour through the parent, and the run takes longer than one process's."""
     size = 0
     for p in paths:
         try:
@@ -93,25 +95,32 @@ def auto_jobs(paths: list[str]) -> int:
     cores = os.cpu_count() or 1
     if size < AUTO_MIN_BYTES or cores == 1:
         return 1
-    return cores if _spread(paths) else 1
+    return cores if _spread(paths, cores) else 1
 
 
-def _spread(paths: list[str]) -> bool:
-    """Whether the first PEEK packets of the capture are spread over several 4-tuples, no one of
-    them carrying more than DOMINANT of the packets."""
+def _spread(paths: list[str], n: int) -> bool:
+    """Whether the first PEEK packets of the capture spread over ``n`` workers, no one of them
+    getting more than DOMINANT of the packets. Each 4-tuple is a conversation numbered in order of
+    appearance from 1 and dealt to worker id % n, as Analyzer.owns deals them (near enough: a
+    4-tuple used again after its close is a new conversation there)."""
     dec = LinkDecoder()
-    seen: Counter[bytes] = Counter()
+    ids: dict[bytes, int] = {}
+    per_worker = [0] * n
     try:
         for count, pkt in enumerate(read_packets(order_captures(paths)[0])):
             if count >= PEEK:
                 break
             if dec.decode(pkt) is not None:
                 key = dec.key
-                seen[min(key, reverse_key(key))] += 1
+                key = min(key, reverse_key(key))
+                conv = ids.get(key)
+                if conv is None:
+                    conv = ids[key] = len(ids) + 1
+                per_worker[conv % n] += 1
     except CaptureError:
         pass
-    total = sum(seen.values())
-    return len(seen) > 1 and max(seen.values()) <= DOMINANT * total
+    total = sum(per_worker)
+    return len(ids) > 1 and max(per_worker) <= DOMINANT * total
 
 
 def run(jobs: int, analyzer: Analyzer, display: Any, paths: list[str], make_display: Callable[[Analyzer], Any],
