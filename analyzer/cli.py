@@ -320,7 +320,7 @@ def inspect(
     idle_timeout: IdleOpt = DEFAULT_IDLE_TIMEOUT,
     jobs: Annotated[int | None, typer.Option("--jobs", "-j", metavar="N", help="Worker processes decoding the "
                                              "conversations (output as with one); default: the machine's cores for "
-                                             "a capture of 4 MB or more not mostly one conversation's, else 1", show_default=False)] = None,
+                                             "a capture of 4 MB or more whose conversations spread over them, else 1", show_default=False)] = None,
 ) -> None:
     """Decode every frame of every TCP conversation, with conformance findings.
 
