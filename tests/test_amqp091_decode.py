@@ -291,3 +291,24 @@ def test_entries_are_clean_agrees_with_check_table() -> None:
             TableNotes.reset()
     # Both answers occur often: the agreement is not one-sided.
     assert kinds[True] > 500 and kinds[False] > 500, kinds
+
+
+def test_timestamps_remembered_by_seconds_are_the_computed_ones_and_bounded() -> None:
+    """ts_value remembers its answer per seconds value (publishers stamp messages with the same
+    second): asked again, in any order, it gives what a fresh computation gives, and the memory
+    stays bounded."""
+    import random
+
+    from dissectors.amqp091 import wire as W
+
+    rng = random.Random(26)
+    values = [0, 1, 1_795_680_000, W._MAX_TS, W._MAX_TS + 1, 2**64 - 1] + [rng.randrange(2**34) for _ in range(600)]
+    W._TS_SEEN.clear()
+    for seconds in values + values[::-1] + rng.sample(values, len(values)):
+        got = W.ts_value(seconds)
+        if seconds <= W._MAX_TS:
+            want = datetime.fromtimestamp(seconds, UTC)
+            assert got == (want, want.strftime("%Y-%m-%dT%H:%M:%SZ")), seconds
+        else:
+            assert got == (seconds, f"{seconds} (beyond year 9999)")
+        assert len(W._TS_SEEN) <= W._TS_SEEN_MAX

@@ -64,13 +64,20 @@ def decode_properties(buf: memoryview, off: int, end: int) -> tuple[list[Field],
     flags_at = off
     off += 2
     off = _continuation(buf, off, end, flags, problems)
-    names = [spec.name for bit, spec in PROPERTIES if flags & bit]
-    out = [Field("property_flags", flags, flags_at, off - flags_at, ", ".join(names) or "none")]
-    for bit, spec in PROPERTIES:
-        if flags & bit:
-            f, off = spec.type.read(spec.name, buf, off, end, spec)
-            out.append(f)
+    present = _PRESENT.get(flags)
+    if present is None:
+        specs = tuple(spec for bit, spec in PROPERTIES if flags & bit)
+        present = _PRESENT[flags] = (", ".join(spec.name for spec in specs) or "none", specs)
+    shown, specs = present
+    out = [Field("property_flags", flags, flags_at, off - flags_at, shown)]
+    for spec in specs:
+        f, off = spec.type.read(spec.name, buf, off, end, spec)
+        out.append(f)
     return out, problems, off
+
+
+#: flag word -> (its display, the specs of the properties it names, in wire order); at most 65,536.
+_PRESENT: dict[int, tuple[str, tuple[F, ...]]] = {}
 
 
 def encode_properties(props: Mapping[str, Any], extra_flags: int = 0) -> bytes:

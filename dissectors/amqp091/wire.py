@@ -33,12 +33,26 @@ _U64 = struct.Struct(">Q")
 _MAX_TS = 253402300799
 
 
+#: ts_value's answers by seconds: a publisher stamps message after message with the same second
+#: or the next (datetimes are immutable: one object serves every field). Emptied when full.
+_TS_SEEN: dict[int, tuple[Any, str]] = {}
+_TS_SEEN_MAX = 256
+
+
 def ts_value(seconds: int) -> tuple[Any, str]:
     """A u64 timestamp as an aware datetime (the value) and its ISO form (the display)."""
+    got = _TS_SEEN.get(seconds)
+    if got is not None:
+        return got
     if seconds <= _MAX_TS:
         dt = datetime.fromtimestamp(seconds, UTC)
-        return dt, dt.strftime("%Y-%m-%dT%H:%M:%SZ")
-    return seconds, f"{seconds} (beyond year 9999)"
+        got = dt, dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+    else:
+        got = seconds, f"{seconds} (beyond year 9999)"
+    if len(_TS_SEEN) >= _TS_SEEN_MAX:
+        _TS_SEEN.clear()
+    _TS_SEEN[seconds] = got
+    return got
 
 
 class Timestamp(WireType):
