@@ -410,8 +410,8 @@ def entries_are_clean(buf: bytes, off: int, end: int, depth: int, named: bool) -
     check_table would neither raise nor note anything about them.
 
     The hot path's shortcut: no entry name is decoded (names only appear in notes). When this
-    says False, check_table is run to say what is wrong. Runs for the headers of every message
-    whose properties differ from the last ones seen (ids, timestamps), so one lookup per value.
+    says False, check_table is run to say what is wrong. Runs for every message whose property
+    bytes were not seen lately (per-message ids, timestamps, headers), so one lookup per value.
     """
     tags = _CLEAN_TAGS
     while off < end:
