@@ -312,3 +312,52 @@ def test_timestamps_remembered_by_seconds_are_the_computed_ones_and_bounded() ->
         else:
             assert got == (seconds, f"{seconds} (beyond year 9999)")
         assert len(W._TS_SEEN) <= W._TS_SEEN_MAX
+
+
+def test_header_trees_with_remembered_properties_are_the_decoded_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    """build_header shares the property fields of headers with the same property bytes: every
+    content header of the bundled AMQP 0-9-1 captures (real clients: every table tag they send)
+    and of encoder-built ones (properties with notes, problems and every tag) gives the same tree
+    and Info whether its properties are decoded afresh, remembered, or never remembered."""
+    from pathlib import Path
+
+    from analyzer.engine import analyze_file
+    from analyzer.jsonout import fields_json
+    from dissectors.amqp091 import decode as D
+
+    headers: list[bytes] = []
+    for path in sorted(Path(__file__).resolve().parents[1].glob("captures/amqp091/*.pcap*")):
+        headers += [bytes(ev.data) for ev in analyze_file(str(path))
+                    if isinstance(ev, Frame) and ev.command == "ContentHeader" and ev.data]
+    tables = [{"a": 1}, {"u": Tagged("U", 7)}, {"deep": {"x": [1, "two", {"y": None}]}, "ts": datetime(2026, 1, 1, tzinfo=UTC)}]
+    for i, table in enumerate(tables):
+        for props in ({"headers": table}, {"content_type": "text/plain", "headers": table, "message_id": f"m{i}"}):
+            payload = E.encode_header_payload(5 + i, props)
+            headers.append(E.frame(2, 1, payload))
+            headers.append(E.frame(2, 1, payload[:12] + bytes([payload[12] | 2]) + payload[13:]))  # reserved bit
+    assert len(headers) > 100
+
+    def trees() -> list[tuple[object, str]]:
+        out = []
+        for raw in headers:
+            fr = D.LazyFrame(Direction.C2S, 0, len(raw), "ContentHeader", 2, [], raw, D.build_header, None)
+            fields, info = D.build_header(fr, None)
+            out.append((fields_json(fields), info))
+        return out
+
+    D._PROPS_SEEN.clear()
+    fresh = trees()
+    assert D._PROPS_SEEN  # some were remembered
+    assert trees() == fresh  # every one remembered now, where it may be
+    shared = 0
+    for raw in headers:  # and they are served from memory: the same Field objects
+        kept = D._PROPS_SEEN.get(raw[19:-1])
+        if kept is not None:
+            fr = D.LazyFrame(Direction.C2S, 0, len(raw), "ContentHeader", 2, [], raw, D.build_header, None)
+            assert any(f is kept[0][0] for f in D.build_header(fr, None)[0])
+            shared += 1
+    assert shared > 50, shared
+    monkeypatch.setattr(D, "_PROPS_KEY_MAX", -1)
+    D._PROPS_SEEN.clear()
+    assert trees() == fresh
+    assert not D._PROPS_SEEN

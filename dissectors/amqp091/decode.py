@@ -387,19 +387,40 @@ def build_header(frame: LazyFrame, msg: tuple | None) -> tuple[list[Field], str]
     fields = head_fields(2, ch, size)
     fields += [Field("class_id", class_id, 7, 2, CLASSES.get(class_id, "unknown")), Field("weight", weight, 9, 2),
                Field("body_size", body_size, 11, 8)]
-    content_type = ""
-    try:
-        props, _problems, _stop = decode_properties(memoryview(data), 19, end)
+    known = _PROPS_SEEN.get(data[19:end]) if end - 19 <= _PROPS_KEY_MAX else None
+    if known is not None:
+        props, content_type = known
         fields.extend(props)
-        for f in props:
-            if f.name == "content_type" and isinstance(f.value, str):
-                content_type = f.value
-    except DecodeError as exc:
-        fields.append(Field("properties", bytes(data[19:end]), 19, end - 19, f"undecodable: {exc}"))
+    else:
+        content_type = ""
+        try:
+            notes = len(TableNotes.unknown) + len(TableNotes.spec_only)
+            props, problems, _stop = decode_properties(memoryview(data), 19, end)
+            fields.extend(props)
+            for f in props:
+                if f.name == "content_type" and isinstance(f.value, str):
+                    content_type = f.value
+            if (end - 19 <= _PROPS_KEY_MAX and not problems
+                    and notes == len(TableNotes.unknown) + len(TableNotes.spec_only)):
+                if len(_PROPS_SEEN) >= _PROPS_SEEN_MAX:
+                    _PROPS_SEEN.clear()
+                _PROPS_SEEN[bytes(data[19:end])] = (tuple(props), content_type)
+        except DecodeError as exc:
+            fields.append(Field("properties", bytes(data[19:end]), 19, end - 19, f"undecodable: {exc}"))
     info = _header_info(body_size, content_type)
     if msg is not None:
         info += _message(fields, msg)
     return fields, info
+
+
+#: build_header's property fields by property bytes: a publisher sends the same properties message
+#: after message, and a delivery carries the bytes its publish had. The fields are shared by the
+#: trees of the headers that carry those bytes (nothing changes a Field once its tree is built; the
+#: offsets are frame-relative, and properties always start at offset 19). Kept only for property
+#: lists that decode without a word (no problem, no table note), short ones only; emptied when full.
+_PROPS_SEEN: dict[bytes, tuple[tuple[Field, ...], str]] = {}
+_PROPS_KEY_MAX = 512
+_PROPS_SEEN_MAX = 256
 
 
 def _header_info(body_size: int, content_type: str) -> str:
