@@ -317,8 +317,9 @@ def test_timestamps_remembered_by_seconds_are_the_computed_ones_and_bounded() ->
 def test_header_trees_with_remembered_properties_are_the_decoded_ones(monkeypatch: pytest.MonkeyPatch) -> None:
     """build_header shares the property fields of headers with the same property bytes: every
     content header of the bundled AMQP 0-9-1 captures (real clients: every table tag they send)
-    and of encoder-built ones (properties with notes, problems and every tag) gives the same tree
-    and Info whether its properties are decoded afresh, remembered, or never remembered."""
+    and of encoder-built ones (nested tables and arrays, a spec-only tag, the reserved flag bit, a
+    flag without its value) gives the same tree and Info whether its properties are decoded
+    afresh, remembered, or never remembered."""
     from pathlib import Path
 
     from analyzer.engine import analyze_file
@@ -334,7 +335,10 @@ def test_header_trees_with_remembered_properties_are_the_decoded_ones(monkeypatc
         for props in ({"headers": table}, {"content_type": "text/plain", "headers": table, "message_id": f"m{i}"}):
             payload = E.encode_header_payload(5 + i, props)
             headers.append(E.frame(2, 1, payload))
-            headers.append(E.frame(2, 1, payload[:12] + bytes([payload[12] | 2]) + payload[13:]))  # reserved bit
+            # The property flags are payload[12:14]: bit 1 is reserved (a problem), 0x0200 reply-to
+            # (set without its value: undecodable).
+            headers.append(E.frame(2, 1, payload[:13] + bytes([payload[13] | 2]) + payload[14:]))
+            headers.append(E.frame(2, 1, payload[:12] + bytes([payload[12] | 2]) + payload[13:]))
     assert len(headers) > 100
 
     def trees() -> list[tuple[object, str]]:
