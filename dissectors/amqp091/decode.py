@@ -387,7 +387,8 @@ def build_header(frame: LazyFrame, msg: tuple | None) -> tuple[list[Field], str]
     fields = head_fields(2, ch, size)
     fields += [Field("class_id", class_id, 7, 2, CLASSES.get(class_id, "unknown")), Field("weight", weight, 9, 2),
                Field("body_size", body_size, 11, 8)]
-    known = _PROPS_SEEN.get(data[19:end]) if end - 19 <= _PROPS_KEY_MAX else None
+    key = bytes(data[19:end]) if end - 19 <= _PROPS_KEY_MAX else None
+    known = _PROPS_SEEN.get(key) if key is not None else None
     if known is not None:
         props, content_type = known
         fields.extend(props)
@@ -400,11 +401,10 @@ def build_header(frame: LazyFrame, msg: tuple | None) -> tuple[list[Field], str]
             for f in props:
                 if f.name == "content_type" and isinstance(f.value, str):
                     content_type = f.value
-            if (end - 19 <= _PROPS_KEY_MAX and not problems
-                    and notes == len(TableNotes.unknown) + len(TableNotes.spec_only)):
+            if key is not None and not problems and notes == len(TableNotes.unknown) + len(TableNotes.spec_only):
                 if len(_PROPS_SEEN) >= _PROPS_SEEN_MAX:
                     _PROPS_SEEN.clear()
-                _PROPS_SEEN[bytes(data[19:end])] = (tuple(props), content_type)
+                _PROPS_SEEN[key] = (tuple(props), content_type)
         except DecodeError as exc:
             fields.append(Field("properties", bytes(data[19:end]), 19, end - 19, f"undecodable: {exc}"))
     info = _header_info(body_size, content_type)
