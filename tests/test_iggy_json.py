@@ -1,0 +1,98 @@
+"""An Iggy message's JSON made without its field tree (MessageField.json_value) is the JSON of
+the tree (fields_json of its children): the same text, and the same values cut by
+--max-value-size, in the same order. On every message of every Iggy capture, and on random
+messages of every dialect sent and polled."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import analyzer.jsonout as jsonout
+from analyzer.api import Field, Frame
+from analyzer.engine import Analyzer
+from analyzer.jsonout import dumps, field_json, fields_json, set_max_value
+from analyzer.registry import load_dissectors
+from dissectors.iggy import encode
+from dissectors.iggy.messages import MessageField
+
+ROOT = Path(__file__).resolve().parent.parent
+CAPTURES = sorted((ROOT / "captures" / "iggy").rglob("*.pcap*"))
+
+
+def _messages(fields: list[Field]) -> list[MessageField]:
+    out = []
+    for f in fields:
+        if isinstance(f, MessageField):
+            out.append(f)
+        elif f.children:
+            out.extend(_messages(f.children))
+    return out
+
+
+def _fresh(m: MessageField) -> MessageField:
+    return MessageField(m.name, m.value, m.offset, m.size, m._moff, m._raw, m._dialect, m._base, m._ck, m._plen,
+                        m._headers)
+
+
+def _with_cuts(make: Any) -> tuple[str, list[dict[str, Any]]]:
+    """The JSON text of what ``make()`` gives and the values it cut, as frame_json records them."""
+    jsonout._CUT.clear()
+    text = dumps(make())
+    cut = jsonout._CUT[:]
+    jsonout._CUT.clear()
+    return text, cut
+
+
+def _compare(events: list[Any]) -> tuple[int, set[str]]:
+    """Every message of ``events`` both ways; returns (messages made without a tree, their dialects)."""
+    direct = 0
+    dialects: set[str] = set()
+    for ev in events:
+        if not isinstance(ev, Frame):
+            continue
+        for m in _messages(ev.fields):
+            fast = _fresh(m)
+            if fast.json_value() is not None:
+                direct += 1
+                dialects.add(m._dialect)
+            tree = _fresh(m)
+            assert _with_cuts(lambda f=fast: field_json(f, "messages")) == \
+                _with_cuts(lambda t=tree: fields_json(t.children)), (ev.command, m._dialect)
+    return direct, dialects
+
+
+def test_every_message_of_every_capture():
+    direct = 0
+    dialects: set[str] = set()
+    for capture in CAPTURES:
+        analyzer = Analyzer(dissectors=load_dissectors())
+        got, seen = _compare(list(analyzer.run_files([str(capture)])))
+        direct += got
+        dialects |= seen
+    assert direct > 100, direct
+    assert {"Z1", "Z2", "C"} <= dialects, dialects
+
+
+_message = st.fixed_dictionaries({
+    "id": st.integers(0, (1 << 128) - 1),
+    "payload": st.binary(max_size=40) | st.text(max_size=20).map(str.encode),
+    "headers": st.just([]) | st.lists(st.fixed_dictionaries({"key": st.sampled_from(["n", "k"]), "kind": st.just(11),
+                                                             "value": st.integers(0, 9)}), max_size=2),
+})
+
+
+@settings(max_examples=60, deadline=None)
+@given(dialect=st.sampled_from(["Z1", "Z2", "C", "V"]), messages=st.lists(_message, min_size=1, max_size=4),
+       limit=st.sampled_from([0, 3, 1 << 20]))
+def test_random_messages_of_every_dialect(dialect: str, messages: list[dict[str, Any]], limit: int) -> None:
+    set_max_value(limit)
+    try:
+        direct, seen = _compare(encode.run(encode.session(dialect, messages)))
+    finally:
+        set_max_value(jsonout.MAX_VALUE)
+    if all(not m["headers"] for m in messages):  # sent and polled: each made without its tree
+        assert direct >= 2 * len(messages) and seen == {dialect}, (direct, seen)
