@@ -45,6 +45,11 @@ def set_max_value(limit: int) -> None:
     _LIMIT[0] = limit
 
 
+def max_value() -> int:
+    """Bytes of one value written now (0: no limit); a value no longer than this is never cut."""
+    return _LIMIT[0]
+
+
 def _cut(raw: bytes, name: str) -> bytes:
     limit = _LIMIT[0]
     if limit and len(raw) > limit:

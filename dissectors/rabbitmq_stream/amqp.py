@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from analyzer.api import Field
-from analyzer.jsonout import fields_json
+from analyzer.jsonout import fields_json, max_value
 from analyzer.jsonout import plain as json_plain
 
 SECTIONS: dict[int, str] = {
@@ -280,19 +280,59 @@ def _value_field(name: str, v: Any, off: int, size: int) -> Field:
     return Field(name, v, off, size, display)
 
 
-def _sections(buf: bytes | memoryview, off: int, end: int) -> list[tuple[str, Any, int, int]] | None:
+#: Constructors whose value's extent its first bytes say (variable-width values and compounds):
+#: a one-octet size at the next octet, or a four-octet one.
+_SIZE8 = frozenset((0xA0, 0xA1, 0xA3, 0xC0, 0xC1, 0xE0))
+_SIZE32 = frozenset((0xB0, 0xB1, 0xB3, 0xD0, 0xD1, 0xF0))
+#: A section given with its JSON value remembered (see _sections' ``seen``).
+_HIT = b""
+#: Section bytes -> the section's JSON value, for the sections a producer repeats message after
+#: message (application properties, properties, annotations of one batch): made once. Short
+#: sections only (_SEEN_SIZE), _SEEN_MAX of them, emptied when full. Data sections (a message's
+#: body) are not remembered: they differ from message to message (a short one is cut out as it is).
+_JSON_SEEN: dict[bytes, Any] = {}
+_SEEN_SIZE = 256
+_SEEN_MAX = 256
+
+
+def _sections(buf: bytes | memoryview, off: int, end: int,
+              seen: dict[bytes, Any] | None = None) -> list[tuple[str, Any, int, int, bytes | None]] | None:
     """The described sections of an AMQP 1.0 message in ``buf[off:end]``: (name, value, start
-    relative to ``off``, size) each; None if the bytes are not such a message."""
+    relative to ``off``, size, key) each; None if the bytes are not such a message.
+
+    With ``seen`` (section bytes -> JSON value), a section found there is not decoded: its value
+    is that JSON value and its key is ``_HIT``; a section that could be remembered has its bytes as
+    key (else None). A section's value depends on its bytes alone, and a section no longer than the
+    JSON value limit has no value the JSON could cut."""
     if end - off < 3 or buf[off] != 0x00:
         return None
-    out: list[tuple[str, Any, int, int]] = []
+    out: list[tuple[str, Any, int, int, bytes | None]] = []
     pos = off
+    limit = max_value() if seen is not None else 0
     try:
         while pos < end:
             if buf[pos] != 0x00:
                 raise AmqpError("not a described section")
+            key = None
             if pos + 2 < end and buf[pos + 1] == 0x53:  # the usual smallulong descriptor
                 code, p = buf[pos + 2], pos + 3
+                if code == 0x75 and p + 1 < end and buf[p] == 0xA0:  # a short data section: its bytes
+                    stop = p + 2 + buf[p + 1]
+                    if stop <= end:
+                        out.append(("data", bytes(buf[p + 2:stop]), pos - off, stop - pos, None))
+                        pos = stop
+                        continue
+                elif seen is not None and p + 1 < end:
+                    c = buf[p]
+                    stop = p + 2 + buf[p + 1] if c in _SIZE8 else \
+                        p + 5 + _U32.unpack_from(buf, p + 1)[0] if c in _SIZE32 and p + 5 <= end else end + 1
+                    if stop <= end and stop - pos <= _SEEN_SIZE and (not limit or stop - pos <= limit):
+                        key = bytes(buf[pos:stop])
+                        known = seen.get(key, seen)
+                        if known is not seen:
+                            out.append((SECTIONS[code], known, pos - off, stop - pos, _HIT))
+                            pos = stop
+                            continue
             else:
                 desc, p = decode_value(buf, pos + 1, end, 1)
                 code = SYMBOLIC.get(desc) if isinstance(desc, str) else desc
@@ -301,7 +341,7 @@ def _sections(buf: bytes | memoryview, off: int, end: int) -> list[tuple[str, An
             if type(code) is not int or code not in SECTIONS:
                 raise AmqpError(f"unknown section descriptor {code!r}")
             val, p = decode_value(buf, p, end, 1)
-            out.append((SECTIONS[code], val, pos - off, p - pos))
+            out.append((SECTIONS[code], val, pos - off, p - pos, key))
             pos = p
     except AmqpError:
         return None
@@ -317,9 +357,10 @@ def message_fields(buf: bytes | memoryview, off: int, end: int, base: int) -> li
     return _tree(sections, base)
 
 
-def _tree(sections: list[tuple[str, Any, int, int]], base: int) -> list[Field]:
-    """:func:`_sections`' sections as Field nodes, offsets ``base``-relative (-1: not on the wire)."""
-    return _lists([_section(name, val, at + base if base >= 0 else -1, size) for name, val, at, size in sections])
+def _tree(sections: list[tuple[str, Any, int, int, bytes | None]], base: int) -> list[Field]:
+    """:func:`_sections`' sections (decoded: none remembered) as Field nodes, offsets
+    ``base``-relative (-1: not on the wire)."""
+    return _lists([_section(name, val, at + base if base >= 0 else -1, size) for name, val, at, size, _key in sections])
 
 
 def message_json(buf: bytes | memoryview, off: int, end: int) -> dict[str, Any] | None:
@@ -327,26 +368,43 @@ def message_json(buf: bytes | memoryview, off: int, end: int) -> dict[str, Any] 
     the Field tree (a stream Deliver carries thousands of messages; the tree is most of the cost of
     their JSON). None if the bytes are not an AMQP 1.0 message. tests/test_rabbitmq_stream_json.py
     proves both equal on every message of every capture and on random messages."""
-    sections = _sections(buf, off, end)
+    sections = _sections(buf, off, end, _JSON_SEEN)
     if sections is None:
         return None
-    if len(sections) > 1:
-        once = [s[0] for s in sections if s[0] not in REPEATABLE]
-        if len(set(once)) != len(once):  # a section repeated that may not be: the tree's way
-            return fields_json(_tree(sections, -1))
+    if len(sections) == 1 or len({s[0] for s in sections}) == len(sections):
+        # Each section once (the usual message): the tree's order is the wire's.
+        return {name: [_json_of(name, val, key)] if name in REPEATABLE else _json_of(name, val, key)
+                for name, val, _at, _size, key in sections}
+    once = [s[0] for s in sections if s[0] not in REPEATABLE]
+    if len(set(once)) != len(once):  # a section repeated that may not be: the tree's way
+        return fields_json(_tree(_sections(buf, off, end), -1))  # type: ignore[arg-type]
     # Values in the tree's order (which is the order values are cut in): a repeatable section's
     # occurrences as one list where the first one stands, as _lists makes it.
     out: dict[str, Any] = {}
-    for name, val, _at, _size in sections:
+    for name, val, _at, _size, key in sections:
         if name not in REPEATABLE:
-            out[name] = val
+            out[name] = (val, key)
         elif name in out:
-            out[name].append(val)
+            out[name].append((val, key))
         else:
-            out[name] = [val]
-    for name, val in out.items():
-        out[name] = [_section_json(name, v) for v in val] if name in REPEATABLE else _section_json(name, val)
+            out[name] = [(val, key)]
+    for name, got in out.items():
+        out[name] = [_json_of(name, v, k) for v, k in got] if name in REPEATABLE else _json_of(name, *got)
     return out
+
+
+def _json_of(name: str, val: Any, key: bytes | None) -> Any:
+    """One section's JSON value (:func:`_section_json`), remembered by its bytes when ``key``
+    says it may be, or as remembered (``_HIT``: ``val`` is the JSON value)."""
+    if key is None:
+        return json_plain(val, name) if type(val) is bytes else _section_json(name, val)
+    if key is _HIT:
+        return val
+    got = _section_json(name, val)
+    if len(_JSON_SEEN) >= _SEEN_MAX:
+        _JSON_SEEN.clear()
+    _JSON_SEEN[key] = got
+    return got
 
 
 def _section_json(name: str, val: Any) -> Any:
