@@ -206,6 +206,12 @@ class Frame:
         self.awaits = True
         return self.anchor()
 
+    def json_fields(self) -> dict[str, Any] | None:
+        """What :func:`analyzer.jsonout.fields_json` makes of :attr:`fields`, when this frame can
+        make it without its field tree (a lazy frame, see ``dissectors.kit.lazy``); None: the JSON
+        views convert the tree. Values cut on the way count only when this gives the object."""
+        return None
+
     def get(self, name: str) -> Any:
         """Value of a top-level field by name (None when absent)."""
         for f in self.fields:

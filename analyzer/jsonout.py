@@ -147,7 +147,11 @@ def frame_json(frame: Frame, links: Links | None = None, code_parts: Mapping[str
     packets = frame.packets
     if _CUT:  # left over from a frame whose conversion failed
         _CUT.clear()
-    fields = fields_json(frame.fields)
+    fields = frame.json_fields()
+    if fields is None:  # the tree's way, and only its cuts
+        if _CUT:
+            _CUT.clear()
+        fields = fields_json(frame.fields)
     out = {
         "type": "frame",
         "frame": packets[1],

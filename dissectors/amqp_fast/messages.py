@@ -19,10 +19,11 @@ from __future__ import annotations
 from typing import Any
 
 from analyzer.api import Direction, Field, Finding, Frame, FrameRef
+from analyzer.jsonout import plain as json_plain
 from dissectors.amqp_fast import rules as R
 from dissectors.amqp_fast.decode import message_head, message_head_values
 from dissectors.amqp_fast.wire import Encoding
-from dissectors.kit.lazy import QUICK_INFO, LazyFrame, add_field, add_info
+from dissectors.kit.lazy import QUICK_INFO, QUICK_JSON, LazyFrame, add_field, add_info
 from dissectors.kit.sequence import Sequencer
 from dissectors.kit.state import plain_state
 
@@ -321,6 +322,16 @@ def _fragment_info(frame: LazyFrame, ctx: FragmentView) -> str:
 
 
 QUICK_INFO[_fragment_tree] = _fragment_info
+
+
+def _fragment_json(frame: LazyFrame, ctx: FragmentView) -> dict[str, Any] | None:
+    """What fields_json makes of _fragment_tree's fields, for a fragment without a message head."""
+    if ctx[2] is not None:
+        return None
+    return {"fragment": json_plain(frame.data, "fragment")}
+
+
+QUICK_JSON[_fragment_tree] = _fragment_json
 
 
 def _preview(body: bytes) -> str:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from analyzer.api import Direction, Field, Finding, Frame
+from analyzer.jsonout import fields_json
 
 _FIELDS = Frame.__dict__["fields"]  # the slot descriptors of the base dataclasses
 _INFO = Frame.__dict__["info"]
@@ -26,6 +27,11 @@ Builder = Callable[["LazyFrame", Any], tuple[list[Field], str]]
 #: builder by the decoder; a view that prints Info lines alone (the summary) never builds trees.
 #: For amqp091, tests/test_amqp091_quick_info.py proves both give the same line on every frame.
 QUICK_INFO: dict[Builder, Callable[[LazyFrame, Any], str | None]] = {}
+#: What analyzer.jsonout.fields_json makes of the fields a builder gives, without its tree (None:
+#: only the tree can tell; the computed fields added later are LazyFrame.json_fields' business).
+#: Registered per builder by the decoder; the JSON views then never build those frames' trees.
+#: For amqp_fast, tests/test_amqp_fast_json.py proves both alike on every frame.
+QUICK_JSON: dict[Builder, Callable[[LazyFrame, Any], dict[str, Any] | None]] = {}
 
 
 class LazyFrame(Frame):
@@ -84,6 +90,22 @@ class LazyFrame(Frame):
     @fields.setter
     def fields(self, value: list[Field]) -> None:
         _FIELDS.__set__(self, value)
+
+    def json_fields(self) -> dict[str, Any] | None:
+        build = self._build
+        if build is None:  # the tree is built: convert it
+            return None
+        quick = QUICK_JSON.get(build)
+        out = quick(self, self._ctx) if quick is not None else None
+        extra = self._extra
+        if out is None or not extra:
+            return out
+        more = fields_json([f if type(f) is not tuple else Field(f[0], f[1], -1, 0, f[2]) for f in extra])
+        for name in more:
+            if name in out:  # a name the builder's fields have too: the tree's rule for repeats
+                return None
+        out.update(more)
+        return out
 
     @property  # type: ignore[override]
     def info(self) -> str:

@@ -1,0 +1,85 @@
+"""An AMQP/Fast frame's JSON made without its field tree (kit.lazy.QUICK_JSON: commands checked
+from their values, fragments without a message head) is the JSON of the tree: the same text, and
+the same values cut by --max-value-size, in the same order. On every frame of every AMQP/Fast
+capture (the recorded session, the RFC's example and one capture per rule), with and without
+value cuts; and the JSON views' handling of what the quick way cannot make."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import analyzer.jsonout as jsonout
+from analyzer.api import Field, Frame
+from analyzer.engine import Analyzer
+from analyzer.jsonout import dumps, fields_json, frame_json, set_max_value
+from analyzer.registry import load_dissectors
+from dissectors.amqp_fast.decode import _tree_later
+from dissectors.amqp_fast.messages import _fragment_tree
+from dissectors.kit.lazy import QUICK_JSON, LazyFrame, add_computed, add_field
+
+ROOT = Path(__file__).resolve().parent.parent
+CAPTURES = sorted((ROOT / "captures" / "amqp_fast").rglob("*.pcap*"))
+
+
+def _with_cuts(make: Any) -> tuple[str, list[dict[str, Any]]]:
+    jsonout._CUT.clear()
+    text = dumps(make())
+    cut = jsonout._CUT[:]
+    jsonout._CUT.clear()
+    return text, cut
+
+
+@pytest.mark.parametrize("limit", [0, 3, 1 << 20])
+def test_every_frame_of_every_capture(limit: int) -> None:
+    assert len(CAPTURES) > 40
+    quick: dict[Any, int] = {_tree_later: 0, _fragment_tree: 0}
+    set_max_value(limit)
+    try:
+        for capture in CAPTURES:
+            analyzer = Analyzer(dissectors=load_dissectors())
+            for ev in analyzer.run_files([str(capture)]):
+                if not isinstance(ev, Frame) or ev.protocol != "amqp_fast":
+                    continue
+                build = ev._build if isinstance(ev, LazyFrame) else None
+                fast = _with_cuts(ev.json_fields)
+                if fast[0] == "null":
+                    continue
+                if build in quick:
+                    quick[build] += 1
+                assert fast == _with_cuts(lambda e=ev: fields_json(e.fields)), (capture.name, ev.command)
+    finally:
+        set_max_value(jsonout.MAX_VALUE)
+    # Both quick ways ran, on commands with computed fields (response times) too.
+    assert quick[_tree_later] > 100 and quick[_fragment_tree] >= 5, quick
+
+
+def _lazy(extra: list[Any]) -> LazyFrame:
+    def build(frame: LazyFrame, ctx: Any) -> tuple[list[Field], str]:
+        return [Field("a", b"\x00" * 8, 0, 8), Field("b", 1, 8, 1)], "info"
+
+    QUICK_JSON[build] = lambda frame, ctx: {"a": jsonout.plain(b"\x00" * 8, "a"), "b": 1}
+    frame = LazyFrame("c2s", 0, 9, "X", 1, [], b"", build, None)  # type: ignore[arg-type]
+    for f in extra:
+        add_field(frame, f) if isinstance(f, Field) else add_computed(frame, *f)
+    return frame
+
+
+def test_computed_fields_follow_and_a_repeated_name_takes_the_trees_way() -> None:
+    set_max_value(4)
+    try:
+        frame = _lazy([("t", 0.5, "0.5 s"), Field("t", b"\xff" * 6, -1, 0)])
+        want = fields_json(_lazy([("t", 0.5, "0.5 s"), Field("t", b"\xff" * 6, -1, 0)]).fields)
+        got = frame.json_fields()
+        assert got == want == {"a": "00000000", "b": 1, "t": [0.5, "ffffffff"]}
+        # "b" is the builder's too: no quick object, and frame_json keeps only the tree's cuts.
+        frame = _lazy([("b", 2, "")])
+        assert frame.json_fields() is None
+        jsonout._CUT.clear()
+        out = frame_json(frame)
+        assert out["fields"] == {"a": "00000000", "b": [1, 2]}
+        assert out["truncated"] == [{"field": "a", "size": 8, "kept": 4}]
+    finally:
+        set_max_value(jsonout.MAX_VALUE)
