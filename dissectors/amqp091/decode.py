@@ -8,10 +8,12 @@ Field names are snake_case, as the field catalogue (:mod:`.catalog`) registers t
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from analyzer.api import Direction, Field, Finding, Frame
+from analyzer.jsonout import fields_json, max_value
+from analyzer.jsonout import plain as json_plain
 from dissectors.amqp091 import rules as R
 from dissectors.amqp091.codes import (
     FRAME_MIN_SIZE,
@@ -24,7 +26,7 @@ from dissectors.amqp091.fast import FAST, INFO_VALUES
 from dissectors.amqp091.methods import CLASSES, LEGACY_CLASSES, METHODS, Method
 from dissectors.amqp091.properties import decode_properties, scan_properties
 from dissectors.amqp091.wire import TABLE, TableNotes, entries_are_clean, table_string_entries
-from dissectors.kit.lazy import QUICK_INFO, LazyFrame
+from dissectors.kit.lazy import QUICK_INFO, QUICK_JSON, LazyFrame
 from dissectors.schema import Bit, DecodeError, Int, Prefixed, Struct
 
 HDR = struct.Struct(">BHI")
@@ -387,30 +389,37 @@ def build_header(frame: LazyFrame, msg: tuple | None) -> tuple[list[Field], str]
     fields = head_fields(2, ch, size)
     fields += [Field("class_id", class_id, 7, 2, CLASSES.get(class_id, "unknown")), Field("weight", weight, 9, 2),
                Field("body_size", body_size, 11, 8)]
-    key = bytes(data[19:end]) if end - 19 <= _PROPS_KEY_MAX else None
-    known = _PROPS_SEEN.get(key) if key is not None else None
-    if known is not None:
-        props, content_type = known
+    try:
+        props, content_type, _key = _properties(data, end)
         fields.extend(props)
-    else:
+    except DecodeError as exc:
         content_type = ""
-        try:
-            notes = len(TableNotes.unknown) + len(TableNotes.spec_only)
-            props, problems, _stop = decode_properties(memoryview(data), 19, end)
-            fields.extend(props)
-            for f in props:
-                if f.name == "content_type" and isinstance(f.value, str):
-                    content_type = f.value
-            if key is not None and not problems and notes == len(TableNotes.unknown) + len(TableNotes.spec_only):
-                if len(_PROPS_SEEN) >= _PROPS_SEEN_MAX:
-                    _PROPS_SEEN.clear()
-                _PROPS_SEEN[key] = (tuple(props), content_type)
-        except DecodeError as exc:
-            fields.append(Field("properties", bytes(data[19:end]), 19, end - 19, f"undecodable: {exc}"))
+        fields.append(Field("properties", bytes(data[19:end]), 19, end - 19, f"undecodable: {exc}"))
     info = _header_info(body_size, content_type)
     if msg is not None:
         info += _message(fields, msg)
     return fields, info
+
+
+def _properties(data: bytes, end: int) -> tuple[Sequence[Field], str, bytes | None]:
+    """A content header's property fields, its content type, and its property bytes when the
+    fields are remembered by them (_PROPS_SEEN; else None). Raises DecodeError."""
+    key = bytes(data[19:end]) if end - 19 <= _PROPS_KEY_MAX else None
+    known = _PROPS_SEEN.get(key) if key is not None else None
+    if known is not None:
+        return known[0], known[1], key
+    content_type = ""
+    notes = len(TableNotes.unknown) + len(TableNotes.spec_only)
+    props, problems, _stop = decode_properties(memoryview(data), 19, end)
+    for f in props:
+        if f.name == "content_type" and isinstance(f.value, str):
+            content_type = f.value
+    if key is not None and not problems and notes == len(TableNotes.unknown) + len(TableNotes.spec_only):
+        if len(_PROPS_SEEN) >= _PROPS_SEEN_MAX:
+            _PROPS_SEEN.clear()
+        _PROPS_SEEN[key] = (tuple(props), content_type)
+        return props, content_type, key
+    return props, content_type, None
 
 
 #: build_header's property fields by property bytes: a publisher sends the same properties message
@@ -519,20 +528,28 @@ def _short(value: Any, limit: int = 40) -> str:
     return s if len(s) <= limit else s[:limit] + "…"
 
 
-def _message(fields: list[Field], msg: tuple) -> str:
-    """Append the whole message's field to ``fields``; returns the Info text for it."""
+def _message_parts(msg: tuple) -> tuple[list[tuple[str, Any, str | None]], str | None]:
+    """The whole message's children as (name, value, display), and its body as text (None: binary)."""
     name, total, frames, raw, content_type = msg
     truncated = total > len(raw)
     text = _is_text(content_type, raw)
-    children = [Field("method", name, -1, 0), Field("body_size", total, -1, 0), Field("body_frames", frames, -1, 0)]
+    parts: list[tuple[str, Any, str | None]] = [("method", name, None), ("body_size", total, None),
+                                                ("body_frames", frames, None)]
     if text is not None:
-        children.append(Field("body", text, -1, 0, f"first {len(raw)} of {total} bytes" if truncated else None))
+        parts.append(("body", text, f"first {len(raw)} of {total} bytes" if truncated else None))
     else:
-        children.append(Field("body", raw[:64], -1, 0, f"{total} bytes of binary data"))
+        parts.append(("body", raw[:64], f"{total} bytes of binary data"))
     if truncated:
-        children.append(Field("body_truncated", True, -1, 0, f"only the first {len(raw)} bytes are kept"))
+        parts.append(("body_truncated", True, f"only the first {len(raw)} bytes are kept"))
+    return parts, text
+
+
+def _message(fields: list[Field], msg: tuple) -> str:
+    """Append the whole message's field to ``fields``; returns the Info text for it."""
+    name, total, frames = msg[0], msg[1], msg[2]
+    parts, text = _message_parts(msg)
     fields.append(Field("message", None, -1, 0, f"{name} message, {total} bytes in {frames} body frame(s)",
-                        children))
+                        [Field(n, v, -1, 0, display) for n, v, display in parts]))
     return _message_info(name, total, text)
 
 
@@ -548,3 +565,88 @@ def _message_info(name: str, total: int, text: str | None) -> str:
 
 
 QUICK_INFO.update({build_method: quick_method, build_header: quick_header, build_body: quick_body})
+
+
+# ------------------------------------------------------------------------------ JSON without trees
+#: The names build_method puts before a method's arguments.
+_METHOD_HEAD = frozenset(("frame_type", "channel", "size", "class", "method"))
+#: Methods whose tree's JSON is their argument values (Struct.read_values) after the head: integers,
+#: bits and strings only, each named apart from the others and from the head.
+_JSON_PLAIN = {code: _PLAIN[code] and len({f.name for f in meth.layout.fields}) == len(meth.layout.fields)
+               and not _METHOD_HEAD & {f.name for f in meth.layout.fields}
+               for code, meth in METHODS.items()}
+_AS_IS = (int, str, bool)  # what analyzer.jsonout writes as it is
+
+
+def json_method(frame: LazyFrame, meth: Method) -> dict[str, Any] | None:
+    """What fields_json makes of build_method's fields, from the argument values."""
+    if not _JSON_PLAIN[meth.code]:
+        return None
+    data = frame.data
+    assert data is not None
+    _t, ch, size = HDR.unpack_from(data, 0)
+    try:
+        values, _stop = meth.layout.read_values(data, 11, 7 + size)
+    except DecodeError:
+        return None
+    out: dict[str, Any] = {"frame_type": 1, "channel": ch, "size": size, "class": meth.class_id,
+                           "method": meth.method_id}
+    for name, v in values.items():
+        out[name] = v if v is None or type(v) in _AS_IS else json_plain(v, name)
+    return out
+
+
+def json_header(frame: LazyFrame, msg: tuple | None) -> dict[str, Any] | None:
+    """What fields_json makes of build_header's fields; the property fields' JSON remembered by
+    their bytes as the fields are (_PROPS_JSON), when no value of them could be cut."""
+    data = frame.data
+    assert data is not None
+    _t, ch, size = HDR.unpack_from(data, 0)
+    end = 7 + size
+    class_id, weight, body_size = CH_HEAD.unpack_from(data, 7)
+    try:
+        props, _content_type, key = _properties(data, end)
+    except DecodeError:
+        return None
+    limit = max_value()
+    if key is not None and (not limit or len(key) <= limit):
+        got = _PROPS_JSON.get(key)
+        if got is None:
+            if len(_PROPS_JSON) >= _PROPS_SEEN_MAX:
+                _PROPS_JSON.clear()
+            got = _PROPS_JSON[key] = fields_json(props)
+    else:
+        got = fields_json(props)
+    out: dict[str, Any] = {"frame_type": 2, "channel": ch, "size": size, "class_id": class_id, "weight": weight,
+                           "body_size": body_size}
+    for name in got:
+        if name in out:  # the tree's rule for repeated names
+            return None
+    out.update(got)
+    if msg is not None:
+        out["message"] = _message_json(msg)
+    return out
+
+
+#: The JSON of property fields by their bytes (see json_header; a value no longer than the value
+#: limit is never cut, so only property lists within it are remembered).
+_PROPS_JSON: dict[bytes, dict[str, Any]] = {}
+
+
+def json_body(frame: LazyFrame, msg: tuple | None) -> dict[str, Any]:
+    """What fields_json makes of build_body's fields."""
+    data = frame.data
+    assert data is not None
+    _t, ch, size = HDR.unpack_from(data, 0)
+    out = {"frame_type": 3, "channel": ch, "size": size,
+           "payload": json_plain(data[7:7 + min(size, PAYLOAD_KEEP)], "payload")}
+    if msg is not None:
+        out["message"] = _message_json(msg)
+    return out
+
+
+def _message_json(msg: tuple) -> dict[str, Any]:
+    return {n: v if type(v) in _AS_IS else json_plain(v, n) for n, v, _display in _message_parts(msg)[0]}
+
+
+QUICK_JSON.update({build_method: json_method, build_header: json_header, build_body: json_body})
