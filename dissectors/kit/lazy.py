@@ -27,10 +27,11 @@ Builder = Callable[["LazyFrame", Any], tuple[list[Field], str]]
 #: builder by the decoder; a view that prints Info lines alone (the summary) never builds trees.
 #: For amqp091, tests/test_amqp091_quick_info.py proves both give the same line on every frame.
 QUICK_INFO: dict[Builder, Callable[[LazyFrame, Any], str | None]] = {}
-#: What analyzer.jsonout.fields_json makes of the fields a builder gives, without its tree (None:
-#: only the tree can tell; the computed fields added later are LazyFrame.json_fields' business).
-#: Registered per builder by the decoder; the JSON views then never build those frames' trees.
-#: For amqp_fast, tests/test_amqp_fast_json.py proves both alike on every frame.
+#: What analyzer.jsonout.fields_json makes of the fields a builder gives, without its tree, as a new
+#: dict each time (None: only the tree can tell; the computed fields added later are
+#: LazyFrame.json_fields' business, added to that dict). Registered per builder by the decoder; the
+#: JSON views then never build those frames' trees. tests/test_amqp091_json.py and
+#: tests/test_amqp_fast_json.py prove both ways alike on every frame of their captures.
 QUICK_JSON: dict[Builder, Callable[[LazyFrame, Any], dict[str, Any] | None]] = {}
 
 

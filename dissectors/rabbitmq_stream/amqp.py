@@ -288,8 +288,9 @@ _SIZE32 = frozenset((0xB0, 0xB1, 0xB3, 0xD0, 0xD1, 0xF0))
 _HIT = b""
 #: Section bytes -> the section's JSON value, for the sections a producer repeats message after
 #: message (application properties, properties, annotations of one batch): made once. Short
-#: sections only (_SEEN_SIZE), _SEEN_MAX of them, emptied when full. Data sections (a message's
-#: body) are not remembered: they differ from message to message (a short one is cut out as it is).
+#: sections only (_SEEN_SIZE), _SEEN_MAX of them, emptied when full. A short data section (a
+#: message's body, 0xA0) is not remembered, bodies differing from message to message: its bytes
+#: are cut out as they are.
 _JSON_SEEN: dict[bytes, Any] = {}
 _SEEN_SIZE = 256
 _SEEN_MAX = 256
