@@ -97,17 +97,24 @@ def fields_json(fields: Sequence[Field]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     repeated: set[str] | None = None
     for f in fields:
-        ch = f.children
         name = f.name
-        if ch is None:
-            # _leaf inlined: this loop runs for every field of every frame.
-            value = f.value
-            if value is not None and type(value) not in _SCALARS:
-                value = plain(value, name)
-        elif f.is_list:
-            value = None if f.value is None and not ch else [field_json(c, name) for c in ch]
-        else:
-            value = fields_json(ch)
+        value = None
+        if type(f) is not Field:
+            # A Field subclass may give its JSON value without building its children (see field_json).
+            direct = getattr(f, "json_value", None)
+            if direct is not None:
+                value = direct()
+        if value is None:
+            ch = f.children
+            if ch is None:
+                # _leaf inlined: this loop runs for every field of every frame.
+                value = f.value
+                if value is not None and type(value) not in _SCALARS:
+                    value = plain(value, name)
+            elif f.is_list:
+                value = None if f.value is None and not ch else [field_json(c, name) for c in ch]
+            else:
+                value = fields_json(ch)
         if name not in out:
             out[name] = value
         elif repeated is not None and name in repeated:

@@ -1,7 +1,8 @@
 """An Iggy message's JSON made without its field tree (MessageField.json_value) is the JSON of
 the tree (fields_json of its children): the same text, and the same values cut by
---max-value-size, in the same order. On every message of every Iggy capture, and on random
-messages of every dialect sent and polled."""
+--max-value-size, in the same order; so is a SEND_MESSAGES index table's, made from the numbers it
+was checked with. On every message of every Iggy capture, and on random messages of every dialect
+sent and polled."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from analyzer.jsonout import dumps, field_json, fields_json, set_max_value
 from analyzer.registry import load_dissectors
 from dissectors.iggy import encode
 from dissectors.iggy.messages import MessageField
+from dissectors.kit.lazy import LazyField
 
 ROOT = Path(__file__).resolve().parent.parent
 CAPTURES = sorted((ROOT / "captures" / "iggy").rglob("*.pcap*"))
@@ -47,13 +49,30 @@ def _with_cuts(make: Any) -> tuple[str, list[dict[str, Any]]]:
     return text, cut
 
 
+def _indexes(fields: list[Field]) -> list[LazyField]:
+    return [f for f in fields if isinstance(f, LazyField) and f.name == "index"]
+
+
+#: SEND_MESSAGES index tables compared both ways by _compare (made without their entries' fields).
+INDEXES = [0]
+
+
 def _compare(events: list[Any]) -> tuple[int, set[str]]:
-    """Every message of ``events`` both ways; returns (messages made without a tree, their dialects)."""
+    """Every message and index table of ``events`` both ways; returns (messages made without a
+    tree, their dialects)."""
     direct = 0
     dialects: set[str] = set()
     for ev in events:
         if not isinstance(ev, Frame):
             continue
+        for index in _indexes(ev.fields):
+            if index.json_value() is not None:
+                INDEXES[0] += 1
+            # As the frame's fields are converted (fields_json), and as a list element would be.
+            fast = _with_cuts(lambda i=index: fields_json([i]))
+            assert _with_cuts(lambda i=index: field_json(i, "index")) == (fast[0][len('{"index":'):-1], fast[1])
+            assert fast == _with_cuts(lambda i=index: {"index": [field_json(c, "index") for c in i.children]}), \
+                ev.command
         for m in _messages(ev.fields):
             fast = _fresh(m)
             if fast.json_value() is not None:
@@ -75,6 +94,7 @@ def test_every_message_of_every_capture():
         dialects |= seen
     assert direct > 100, direct
     assert {"Z1", "Z2", "C"} <= dialects, dialects
+    assert INDEXES[0] > 10, INDEXES
 
 
 _message = st.fixed_dictionaries({

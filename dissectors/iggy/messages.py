@@ -797,7 +797,8 @@ def decode_send_messages(dialect: str, buf: bytes | memoryview, start: int, end:
         off += count * 16
         index = list(_INDEX.iter_unpack(w.mv[idx_at:off]))
         displays: list[str] = []  # filled below, read when the entries are made
-        fields.append(LazyField("index", count, idx_at, off - idx_at, _index_entries(w.raw, idx_at, count, displays)))
+        fields.append(LazyField("index", count, idx_at, off - idx_at, _index_entries(w.raw, idx_at, count, displays),
+                                json=_index_json(index)))
         msg_at = off
         items, off = _frames(w, off, end, None)
         fields.append(_messages_field(items, msg_at, off))
@@ -828,6 +829,20 @@ def _index_entries(raw: bytes, at: int, count: int, displays: list[str]) -> Any:
             out.append(Field(f"[{i}]", kids[1].value, off - 16, 16, displays[i] if i < len(displays) else None, kids))
         return out
     return build
+
+
+#: INDEX_ENTRY's field names, in the order _INDEX unpacks them.
+_INDEX_NAMES = tuple(f.name for f in INDEX_ENTRY.fields)
+assert struct.Struct("<" + "".join(f.type._st.format[1:] for f in INDEX_ENTRY.fields)).format == _INDEX.format
+
+
+def _index_json(index: list[tuple[int, int, int]]) -> Any:
+    """The index's JSON value, made from the numbers it was checked with (the entries' fields are
+    integers: their JSON is their values)."""
+    def make() -> list[dict[str, int]]:
+        names = _INDEX_NAMES
+        return [dict(zip(names, entry, strict=True)) for entry in index]
+    return make
 
 
 def _check_index(w: _Walk, index: list[tuple[int, int, int]], items: list[Field], msg_at: int) -> list[str]:

@@ -182,12 +182,13 @@ class LazyChildren(Field):
 
 
 class LazyField(LazyChildren):
-    """A node whose children come from ``build()`` on first access."""
+    """A node whose children come from ``build()`` on first access; ``json()``, when given, is
+    the node's JSON value (what analyzer.jsonout.field_json makes of it) without them."""
 
-    __slots__ = ("_build_children",)
+    __slots__ = ("_build_children", "_json")
 
     def __init__(self, name: str, value: Any, offset: int, size: int, build: Callable[[], list[Field]],
-                 is_list: bool = True, display: str | None = None) -> None:
+                 is_list: bool = True, display: str | None = None, json: Callable[[], Any] | None = None) -> None:
         self.name = name
         self.value = value
         self.offset = offset
@@ -196,6 +197,13 @@ class LazyField(LazyChildren):
         self.is_list = is_list
         BASE_CHILDREN.__set__(self, None)
         self._build_children = build
+        self._json = json
 
     def _build(self) -> list[Field]:
         return self._build_children()
+
+    def json_value(self) -> Any:
+        """See analyzer.jsonout.field_json; None: convert the children (built already, or no ``json``)."""
+        if self._json is None or BASE_CHILDREN.__get__(self) is not None:
+            return None
+        return self._json()
