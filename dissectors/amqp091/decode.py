@@ -238,6 +238,16 @@ def _clean_values(parts: tuple[Struct | str, ...], data: bytes, end: int) -> dic
     return values if off == end else None
 
 
+#: method()'s (method, values) of the lazy method frames by their bytes: a client opens every
+#: connection and channel with the same frames, and the broker answers alike (Connection.Start
+#: with its whole server properties, Tune, Open, Channel.Open, their replies, the closes). The
+#: values are only read once made. Short frames only (the channel number is in the bytes); emptied
+#: when full.
+_METHODS_SEEN: dict[bytes, tuple[Method, dict[str, Any]]] = {}
+_METHOD_KEY_MAX = 1024
+_METHODS_SEEN_MAX = 512
+
+
 def method(d: Direction, data: bytes, ch: int, size: int, offset: int,
            findings: list[Finding]) -> tuple[Frame, Method | None, dict[str, Any] | None]:
     """A method frame: (frame, its method or None when unknown/truncated, its argument values).
@@ -245,6 +255,11 @@ def method(d: Direction, data: bytes, ch: int, size: int, offset: int,
     A method whose fast layout check passes gets a lazy frame (tree and Info built on demand) and
     only the values the state machines read; any other gets its whole tree now."""
     end = 7 + size
+    key = data if type(data) is bytes and len(data) <= _METHOD_KEY_MAX else None
+    known = _METHODS_SEEN.get(key) if key is not None else None
+    if known is not None:
+        meth, values = known
+        return LazyFrame(d, offset, len(data), meth.name, meth.code, findings, data, build_method, meth), meth, values
     if size >= 4:
         cid, mid = IDS.unpack_from(data, 7)
         code = cid << 16 | mid
@@ -260,6 +275,10 @@ def method(d: Direction, data: bytes, ch: int, size: int, offset: int,
                     if parts is not None:
                         values = _clean_values(parts, data, end)
             if values is not None:
+                if key is not None:
+                    if len(_METHODS_SEEN) >= _METHODS_SEEN_MAX:
+                        _METHODS_SEEN.clear()
+                    _METHODS_SEEN[key] = (meth, values)
                 return LazyFrame(d, offset, len(data), meth.name, code, findings, data, build_method, meth), meth, \
                     values
     fields = head_fields(1, ch, size)
