@@ -315,3 +315,26 @@ def test_field_catalogue_covers_every_emitted_field() -> None:
             for p in paths(f"amqp_fast.{command_path(fr.command)}.{name}", value):
                 assert CATALOG.get(p) is not None, p
     json.dumps([frame_json(f) for f in frames], default=str)
+
+
+# The Info line writes an integer, a bit, a text and anything else each its own way; every way must
+# be what _text and _short make of the value (the general rule the line was first written with).
+_INFO_VALUES = (0, 7, 2**40, True, False, "", "dest", "x" * 63, "y" * 64, "z" * 65, "é" * 70, b"raw", b"\x00\x01",
+                b"a" * 80, 1.5)
+
+
+@pytest.mark.parametrize("value", _INFO_VALUES)
+def test_info_writes_each_value_as_text_and_short_say(value: Any) -> None:
+    from dissectors.amqp_fast import decode
+    from dissectors.amqp_fast.commands import BY_CODE
+
+    checked = 0
+    for cmd in BY_CODE.values():
+        for key, before, after, _fmt, _keys, optional in decode._INFO[cmd.code]:
+            if key is None or optional:
+                continue
+            want = f"{before}{value}{after}" if type(value) is int else \
+                before + decode._short(decode._text(value)) + after
+            assert decode.info(cmd.name, cmd, {key: value}) == f"{cmd.name} {want}", (cmd.name, key)
+            checked += 1
+    assert checked > 20

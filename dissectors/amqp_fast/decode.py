@@ -275,8 +275,17 @@ def info(name: str, cmd: Command | None, values: dict[str, Any]) -> str:
             v = values.get(key, _ABSENT)
             if v is _ABSENT or (optional and not v):
                 continue
-            # An integer's digits are never long enough to cut (a bool is no int here: 0/1).
-            parts.append(f"{before}{v}{after}" if type(v) is int else before + _short(_text(v)) + after)
+            # An integer's digits are never long enough to cut; a bool is no int here (0/1); text
+            # is cut as _short cuts it. _text and _short say the same of these; anything else: theirs.
+            kind = type(v)
+            if kind is int:
+                parts.append(f"{before}{v}{after}")
+            elif kind is bool:
+                parts.append(before + ("1" if v else "0") + after)
+            elif kind is str:
+                parts.append(before + (v if len(v) <= _SHORT else v[:_SHORT - 1] + "…") + after)
+            else:
+                parts.append(before + _short(_text(v)) + after)
             continue
         if any(k not in values for k in keys):
             continue
@@ -304,7 +313,10 @@ def _piece(fmt: str, optional: bool) -> tuple[str | None, str, str, str, list[st
 _INFO = {c.code: [_piece(fmt, optional) for fmt, optional in c.info] for c in BY_CODE.values()}
 
 
-def _short(text: str, limit: int = 64) -> str:
+_SHORT = 64  # characters of a value in the Info line
+
+
+def _short(text: str, limit: int = _SHORT) -> str:
     """A value as the Info line shows it: long ones cut (the field tree has them whole)."""
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
