@@ -12,23 +12,16 @@ import pytest
 
 import analyzer.jsonout as jsonout
 from analyzer.api import Frame
-from analyzer.jsonout import dumps, fields_json, set_max_value
+from analyzer.jsonout import fields_json, set_max_value
 from dissectors.amqp091 import Amqp091Dissector
 from dissectors.amqp091.decode import build_body, build_header, build_method
 from dissectors.kit.lazy import LazyFrame
-from tests.replay import Recorded
+from tests.jsoncheck import with_cuts
+from tests.replay import Recorded, events
 from tests.test_amqp091_hotpath import ALL, busy_session, busy_variants, variants
 
 DISSECTORS = (Amqp091Dissector(), Amqp091Dissector(hot=False))
 LIMITS = (0, 10, 1 << 20)
-
-
-def _with_cuts(make: Any) -> tuple[str, list[dict[str, Any]]]:
-    jsonout._CUT.clear()
-    text = dumps(make())
-    cut = jsonout._CUT[:]
-    jsonout._CUT.clear()
-    return text, cut
 
 
 def check(rec: Recorded) -> dict[Any, int]:
@@ -37,31 +30,27 @@ def check(rec: Recorded) -> dict[Any, int]:
     for limit in LIMITS:
         set_max_value(limit)
         try:
-            for dissector in DISSECTORS:
-                conn = dissector.connection(rec.midstream)
-                for name, args in rec.calls:
-                    for ev in getattr(conn, name)(*args) or ():
-                        if not isinstance(ev, Frame):
-                            continue
-                        build = ev._build if isinstance(ev, LazyFrame) else None
-                        fast = _with_cuts(ev.json_fields)
-                        if fast[0] == "null":
-                            continue
-                        quick[build] += 1
-                        assert fast == _with_cuts(lambda e=ev: fields_json(e.fields)), (ev.command, limit)
+            for ev in (ev for dissector in DISSECTORS for ev in events(dissector, rec)):
+                if not isinstance(ev, Frame):
+                    continue
+                build = ev._build if isinstance(ev, LazyFrame) else None
+                fast = with_cuts(ev.json_fields)
+                if fast[0] == "null":
+                    continue
+                quick[build] += 1
+                assert fast == with_cuts(lambda e=ev: fields_json(e.fields)), (ev.command, limit)
         finally:
             set_max_value(jsonout.MAX_VALUE)
     return quick
 
 
-@pytest.mark.parametrize("name", ALL)
-def test_quick_json_is_the_tree_json_on_every_capture(name: str) -> None:
-    for rec in variants(name, f"json-{name}", mutated=10):
-        check(rec)
-
-
-def test_quick_json_on_a_busy_session() -> None:
+@pytest.mark.parametrize("name", [*ALL, "a busy session"])
+def test_quick_json_is_the_tree_json(name: str) -> None:
+    if name in ALL:
+        for rec in variants(name, f"json-{name}", mutated=10):
+            check(rec)
+        return
     quick = check(busy_session())
     assert all(n > 100 for n in quick.values()), quick  # each quick way really ran
-    for variant in busy_variants("json-busy", 50):
-        check(variant)
+    for rec in busy_variants("json-busy", 50):
+        check(rec)

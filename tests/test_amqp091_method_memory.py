@@ -12,24 +12,21 @@ import pytest
 from analyzer.api import Finding, Frame
 from analyzer.jsonout import dumps, fields_json
 from dissectors.amqp091 import Amqp091Dissector, decode
-from tests.replay import Recorded
+from tests.replay import Recorded, events
 from tests.test_amqp091_hotpath import ALL, busy_session, busy_variants, variants
 
 DISSECTORS = (Amqp091Dissector(), Amqp091Dissector(hot=False))
 
 
-def events(rec: Recorded) -> list[Any]:
+def outcome(rec: Recorded) -> list[Any]:
     out: list[Any] = []
-    for dissector in DISSECTORS:
-        conn = dissector.connection(rec.midstream)
-        for name, args in rec.calls:
-            for ev in getattr(conn, name)(*args) or ():
-                if isinstance(ev, Frame):
-                    out.append((ev.command, ev.code, ev.offset, ev.size, ev.info, dumps(fields_json(ev.fields)),
-                                [(f.id, f.message) for f in ev.findings]))
-                else:
-                    assert isinstance(ev, Finding)
-                    out.append((ev.id, ev.message))
+    for ev in (ev for dissector in DISSECTORS for ev in events(dissector, rec)):
+        if isinstance(ev, Frame):
+            out.append((ev.command, ev.code, ev.offset, ev.size, ev.info, dumps(fields_json(ev.fields)),
+                        [(f.id, f.message) for f in ev.findings]))
+        else:
+            assert isinstance(ev, Finding)
+            out.append((ev.id, ev.message))
     return out
 
 
@@ -55,9 +52,9 @@ def check(rec: Recorded, monkeypatch: pytest.MonkeyPatch) -> int:
             seen.clear()
 
     monkeypatch.setattr(decode, "_METHODS_SEEN", Counting())
-    with_memory = events(rec)
+    with_memory = outcome(rec)
     monkeypatch.setattr(decode, "_METHOD_KEY_MAX", -1)
-    without = events(rec)
+    without = outcome(rec)
     monkeypatch.undo()
     assert with_memory == without
     return hits[0]

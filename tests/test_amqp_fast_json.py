@@ -14,22 +14,15 @@ import pytest
 import analyzer.jsonout as jsonout
 from analyzer.api import Field, Frame
 from analyzer.engine import Analyzer
-from analyzer.jsonout import dumps, fields_json, frame_json, set_max_value
+from analyzer.jsonout import fields_json, frame_json, set_max_value
 from analyzer.registry import load_dissectors
 from dissectors.amqp_fast.decode import _tree_later
 from dissectors.amqp_fast.messages import _fragment_tree
 from dissectors.kit.lazy import QUICK_JSON, LazyFrame, add_computed, add_field
+from tests.jsoncheck import with_cuts
 
 ROOT = Path(__file__).resolve().parent.parent
 CAPTURES = sorted((ROOT / "captures" / "amqp_fast").rglob("*.pcap*"))
-
-
-def _with_cuts(make: Any) -> tuple[str, list[dict[str, Any]]]:
-    jsonout._CUT.clear()
-    text = dumps(make())
-    cut = jsonout._CUT[:]
-    jsonout._CUT.clear()
-    return text, cut
 
 
 @pytest.mark.parametrize("limit", [0, 3, 1 << 20])
@@ -44,12 +37,12 @@ def test_every_frame_of_every_capture(limit: int) -> None:
                 if not isinstance(ev, Frame) or ev.protocol != "amqp_fast":
                     continue
                 build = ev._build if isinstance(ev, LazyFrame) else None
-                fast = _with_cuts(ev.json_fields)
+                fast = with_cuts(ev.json_fields)
                 if fast[0] == "null":
                     continue
                 if build in quick:
                     quick[build] += 1
-                assert fast == _with_cuts(lambda e=ev: fields_json(e.fields)), (capture.name, ev.command)
+                assert fast == with_cuts(lambda e=ev: fields_json(e.fields)), (capture.name, ev.command)
     finally:
         set_max_value(jsonout.MAX_VALUE)
     # Both quick ways ran, on commands with computed fields (response times) too.

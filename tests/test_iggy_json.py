@@ -15,38 +15,20 @@ from hypothesis import strategies as st
 import analyzer.jsonout as jsonout
 from analyzer.api import Field, Frame
 from analyzer.engine import Analyzer
-from analyzer.jsonout import dumps, field_json, fields_json, set_max_value
+from analyzer.jsonout import field_json, fields_json, set_max_value
 from analyzer.registry import load_dissectors
 from dissectors.iggy import encode
 from dissectors.iggy.messages import MessageField
 from dissectors.kit.lazy import LazyField
+from tests.jsoncheck import nodes, with_cuts
 
 ROOT = Path(__file__).resolve().parent.parent
 CAPTURES = sorted((ROOT / "captures" / "iggy").rglob("*.pcap*"))
 
 
-def _messages(fields: list[Field]) -> list[MessageField]:
-    out = []
-    for f in fields:
-        if isinstance(f, MessageField):
-            out.append(f)
-        elif f.children:
-            out.extend(_messages(f.children))
-    return out
-
-
 def _fresh(m: MessageField) -> MessageField:
     return MessageField(m.name, m.value, m.offset, m.size, m._moff, m._raw, m._dialect, m._base, m._ck, m._plen,
                         m._headers)
-
-
-def _with_cuts(make: Any) -> tuple[str, list[dict[str, Any]]]:
-    """The JSON text of what ``make()`` gives and the values it cut, as frame_json records them."""
-    jsonout._CUT.clear()
-    text = dumps(make())
-    cut = jsonout._CUT[:]
-    jsonout._CUT.clear()
-    return text, cut
 
 
 def _indexes(fields: list[Field]) -> list[LazyField]:
@@ -69,18 +51,18 @@ def _compare(events: list[Any]) -> tuple[int, set[str]]:
             if index.json_value() is not None:
                 INDEXES[0] += 1
             # As the frame's fields are converted (fields_json), and as a list element would be.
-            fast = _with_cuts(lambda i=index: fields_json([i]))
-            assert _with_cuts(lambda i=index: field_json(i, "index")) == (fast[0][len('{"index":'):-1], fast[1])
-            assert fast == _with_cuts(lambda i=index: {"index": [field_json(c, "index") for c in i.children]}), \
+            fast = with_cuts(lambda i=index: fields_json([i]))
+            assert with_cuts(lambda i=index: field_json(i, "index")) == (fast[0][len('{"index":'):-1], fast[1])
+            assert fast == with_cuts(lambda i=index: {"index": [field_json(c, "index") for c in i.children]}), \
                 ev.command
-        for m in _messages(ev.fields):
+        for m in nodes(ev.fields, MessageField):
             fast = _fresh(m)
             if fast.json_value() is not None:
                 direct += 1
                 dialects.add(m._dialect)
             tree = _fresh(m)
-            assert _with_cuts(lambda f=fast: field_json(f, "messages")) == \
-                _with_cuts(lambda t=tree: fields_json(t.children)), (ev.command, m._dialect)
+            assert with_cuts(lambda f=fast: field_json(f, "messages")) == \
+                with_cuts(lambda t=tree: fields_json(t.children)), (ev.command, m._dialect)
     return direct, dialects
 
 

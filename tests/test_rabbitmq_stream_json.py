@@ -16,37 +16,19 @@ from hypothesis import strategies as st
 import analyzer.jsonout as jsonout
 from analyzer.api import Field, Frame
 from analyzer.engine import Analyzer
-from analyzer.jsonout import dumps, field_json, fields_json, set_max_value
+from analyzer.jsonout import field_json, fields_json, set_max_value
 from analyzer.registry import load_dissectors
 from dissectors.rabbitmq_stream import amqp
 from dissectors.rabbitmq_stream.amqp import Described, Symbol, Timestamp, encode_value
 from dissectors.rabbitmq_stream.chunk import RecordField
+from tests.jsoncheck import nodes, with_cuts
 
 ROOT = Path(__file__).resolve().parent.parent
 CAPTURES = sorted((ROOT / "captures" / "rabbitmq_stream").rglob("*.pcap*"))
 
 
-def _records(fields: list[Field]) -> list[RecordField]:
-    out = []
-    for f in fields:
-        if isinstance(f, RecordField):
-            out.append(f)
-        elif f.children:
-            out.extend(_records(f.children))
-    return out
-
-
 def _fresh(r: RecordField) -> RecordField:
     return RecordField(r.name, r.value, r.offset, r.size, r._buf, r._at, r._len, r._base, r._extra)
-
-
-def _with_cuts(make: Any) -> tuple[str, list[dict[str, Any]]]:
-    """The JSON text of what ``make()`` gives and the values it cut, as frame_json records them."""
-    jsonout._CUT.clear()
-    text = dumps(make())
-    cut = jsonout._CUT[:]
-    jsonout._CUT.clear()
-    return text, cut
 
 
 def test_every_record_of_every_capture():
@@ -56,13 +38,13 @@ def test_every_record_of_every_capture():
         for ev in analyzer.run_files([str(capture)]):
             if not isinstance(ev, Frame) or ev.protocol != "rabbitmq_stream":
                 continue
-            for rec in _records(ev.fields):
+            for rec in nodes(ev.fields, RecordField):
                 fast = _fresh(rec)
                 if fast.json_value() is not None:
                     direct += 1
                 tree = _fresh(rec)
-                assert _with_cuts(lambda f=fast: field_json(f, "records")) == \
-                    _with_cuts(lambda r=tree: fields_json(r.children)), capture
+                assert with_cuts(lambda f=fast: field_json(f, "records")) == \
+                    with_cuts(lambda r=tree: fields_json(r.children)), capture
                 records += 1
     assert records > 1000 and direct > 1000, (records, direct)
 
@@ -104,14 +86,14 @@ def test_random_messages(sections: list[tuple[int, Any]], limit: int):
         direct = amqp.message_json(buf, 0, len(buf))
         assert (tree is None) == (direct is None)
         if tree is not None:
-            assert _with_cuts(lambda: amqp.message_json(buf, 0, len(buf))) == _with_cuts(lambda: fields_json(tree))
+            assert with_cuts(lambda: amqp.message_json(buf, 0, len(buf))) == with_cuts(lambda: fields_json(tree))
             # And as a record of a chunk, with and without its offset.
             frame = struct.pack(">I", len(buf)) + buf
             for name, value in (("record", 7), ("message", None)):
                 rec = RecordField(name, value, 0, len(frame), frame, 4, len(buf), 0)
                 tree = _fresh(rec)
-                assert _with_cuts(lambda r=rec: field_json(r, "records")) == \
-                    _with_cuts(lambda r=tree: fields_json(r.children))
+                assert with_cuts(lambda r=rec: field_json(r, "records")) == \
+                    with_cuts(lambda r=tree: fields_json(r.children))
     finally:
         set_max_value(jsonout.MAX_VALUE)
 
