@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import IO, Any
 
 from analyzer.api import Field, Finding, Frame
@@ -98,12 +98,7 @@ def fields_json(fields: Sequence[Field]) -> dict[str, Any]:
     repeated: set[str] | None = None
     for f in fields:
         name = f.name
-        value = None
-        if type(f) is not Field:
-            # A Field subclass may give its JSON value without building its children (see field_json).
-            direct = getattr(f, "json_value", None)
-            if direct is not None:
-                value = direct()
+        value = _direct_json(f) if type(f) is not Field else None
         if value is None:
             ch = f.children
             if ch is None:
@@ -127,15 +122,26 @@ def fields_json(fields: Sequence[Field]) -> dict[str, Any]:
     return out
 
 
+def _direct_json(f: Field) -> Any:
+    """A Field subclass's JSON value made without building its children (a stream chunk's records,
+    an Iggy poll's messages: thousands per frame), from its ``json_value``; None: the tree's way."""
+    direct = getattr(f, "json_value", None)
+    return direct() if direct is not None else None
+
+
+def leaves_json(values: Iterable[tuple[str, Any]], out: dict[str, Any]) -> dict[str, Any]:
+    """``out`` with what fields_json makes of leaf fields of these (name, value) pairs, in order (for
+    decoders that give a frame's JSON from the values they checked, without its tree)."""
+    for name, value in values:
+        out[name] = value if value is None or type(value) in _SCALARS else plain(value, name)
+    return out
+
+
 def field_json(f: Field, name: str = "") -> Any:
     if type(f) is not Field:
-        # A Field subclass may give its JSON value without building its children (a stream chunk's
-        # records: thousands per frame); None from it: the tree's way.
-        direct = getattr(f, "json_value", None)
-        if direct is not None:
-            value = direct()
-            if value is not None:
-                return value
+        value = _direct_json(f)
+        if value is not None:
+            return value
     if f.children is None:
         value = f.value
         return value if value is None or type(value) in _SCALARS else plain(value, name or f.name)

@@ -10,7 +10,7 @@ subclass with their own ``read``/``write``.
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -351,6 +351,15 @@ def _values_plan(layout: Struct) -> list[tuple[int, bool, Any, Any, int]]:
             plan.append((_OTHER, spec.optional, spec.name, spec, 0))
         i += 1
     return plan
+
+
+def leaves_only(layout: Struct, taken: Collection[str] = ()) -> bool:
+    """Whether ``layout``'s tree is its read_values values as leaves: integers, bits and strings
+    only, each named apart from the others and from ``taken`` (names the frame's tree puts beside
+    them). Then the tree's JSON is the values' (analyzer.jsonout.leaves_json)."""
+    names = [f.name for f in layout.fields]
+    return (all(type(f.type) in (Int, Prefixed, Bit) for f in layout.fields) and len(set(names)) == len(names)
+            and not set(taken) & set(names))
 
 
 def field_values(fields: Sequence[Field]) -> dict[str, Any]:

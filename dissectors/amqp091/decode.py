@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from analyzer.api import Direction, Field, Finding, Frame
-from analyzer.jsonout import fields_json, max_value
+from analyzer.jsonout import fields_json, leaves_json, max_value
 from analyzer.jsonout import plain as json_plain
 from dissectors.amqp091 import rules as R
 from dissectors.amqp091.codes import (
@@ -27,7 +27,7 @@ from dissectors.amqp091.methods import CLASSES, LEGACY_CLASSES, METHODS, Method
 from dissectors.amqp091.properties import decode_properties, scan_properties
 from dissectors.amqp091.wire import TABLE, TableNotes, entries_are_clean, table_string_entries
 from dissectors.kit.lazy import QUICK_INFO, QUICK_JSON, LazyFrame
-from dissectors.schema import Bit, DecodeError, Int, Prefixed, Struct
+from dissectors.schema import Bit, DecodeError, Int, Prefixed, Struct, leaves_only
 
 HDR = struct.Struct(">BHI")
 IDS = struct.Struct(">HH")
@@ -547,28 +547,32 @@ def _short(value: Any, limit: int = 40) -> str:
     return s if len(s) <= limit else s[:limit] + "…"
 
 
-def _message_parts(msg: tuple) -> tuple[list[tuple[str, Any, str | None]], str | None]:
-    """The whole message's children as (name, value, display), and its body as text (None: binary)."""
+def _message_parts(msg: tuple) -> tuple[list[tuple[str, Any]], list[str | None], str | None]:
+    """The whole message's children as (name, value) pairs and their displays, and its body as
+    text (None: binary)."""
     name, total, frames, raw, content_type = msg
     truncated = total > len(raw)
     text = _is_text(content_type, raw)
-    parts: list[tuple[str, Any, str | None]] = [("method", name, None), ("body_size", total, None),
-                                                ("body_frames", frames, None)]
+    pairs: list[tuple[str, Any]] = [("method", name), ("body_size", total), ("body_frames", frames)]
+    displays: list[str | None] = [None, None, None]
     if text is not None:
-        parts.append(("body", text, f"first {len(raw)} of {total} bytes" if truncated else None))
+        pairs.append(("body", text))
+        displays.append(f"first {len(raw)} of {total} bytes" if truncated else None)
     else:
-        parts.append(("body", raw[:64], f"{total} bytes of binary data"))
+        pairs.append(("body", raw[:64]))
+        displays.append(f"{total} bytes of binary data")
     if truncated:
-        parts.append(("body_truncated", True, f"only the first {len(raw)} bytes are kept"))
-    return parts, text
+        pairs.append(("body_truncated", True))
+        displays.append(f"only the first {len(raw)} bytes are kept")
+    return pairs, displays, text
 
 
 def _message(fields: list[Field], msg: tuple) -> str:
     """Append the whole message's field to ``fields``; returns the Info text for it."""
     name, total, frames = msg[0], msg[1], msg[2]
-    parts, text = _message_parts(msg)
+    pairs, displays, text = _message_parts(msg)
     fields.append(Field("message", None, -1, 0, f"{name} message, {total} bytes in {frames} body frame(s)",
-                        [Field(n, v, -1, 0, display) for n, v, display in parts]))
+                        [Field(n, v, -1, 0, display) for (n, v), display in zip(pairs, displays, strict=True)]))
     return _message_info(name, total, text)
 
 
@@ -589,12 +593,8 @@ QUICK_INFO.update({build_method: quick_method, build_header: quick_header, build
 # ------------------------------------------------------------------------------ JSON without trees
 #: The names build_method puts before a method's arguments.
 _METHOD_HEAD = frozenset(("frame_type", "channel", "size", "class", "method"))
-#: Methods whose tree's JSON is their argument values (Struct.read_values) after the head: integers,
-#: bits and strings only, each named apart from the others and from the head.
-_JSON_PLAIN = {code: _PLAIN[code] and len({f.name for f in meth.layout.fields}) == len(meth.layout.fields)
-               and not _METHOD_HEAD & {f.name for f in meth.layout.fields}
-               for code, meth in METHODS.items()}
-_AS_IS = (int, str, bool)  # what analyzer.jsonout writes as it is
+#: Methods whose tree's JSON is their argument values (Struct.read_values) after the head.
+_JSON_PLAIN = {code: leaves_only(meth.layout, _METHOD_HEAD) for code, meth in METHODS.items()}
 
 
 def json_method(frame: LazyFrame, meth: Method) -> dict[str, Any] | None:
@@ -608,11 +608,8 @@ def json_method(frame: LazyFrame, meth: Method) -> dict[str, Any] | None:
         values, _stop = meth.layout.read_values(data, 11, 7 + size)
     except DecodeError:
         return None
-    out: dict[str, Any] = {"frame_type": 1, "channel": ch, "size": size, "class": meth.class_id,
-                           "method": meth.method_id}
-    for name, v in values.items():
-        out[name] = v if v is None or type(v) in _AS_IS else json_plain(v, name)
-    return out
+    return leaves_json(values.items(), {"frame_type": 1, "channel": ch, "size": size, "class": meth.class_id,
+                                "method": meth.method_id})
 
 
 def json_header(frame: LazyFrame, msg: tuple | None) -> dict[str, Any] | None:
@@ -665,7 +662,7 @@ def json_body(frame: LazyFrame, msg: tuple | None) -> dict[str, Any]:
 
 
 def _message_json(msg: tuple) -> dict[str, Any]:
-    return {n: v if type(v) in _AS_IS else json_plain(v, n) for n, v, _display in _message_parts(msg)[0]}
+    return leaves_json(_message_parts(msg)[0], {})
 
 
 QUICK_JSON.update({build_method: json_method, build_header: json_header, build_body: json_body})

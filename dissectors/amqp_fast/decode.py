@@ -10,7 +10,7 @@ from functools import cache
 from typing import Any
 
 from analyzer.api import Direction, Field, Finding, Frame
-from analyzer.jsonout import plain as json_plain
+from analyzer.jsonout import leaves_json
 from dissectors.amqp_fast import codes
 from dissectors.amqp_fast import rules as R
 from dissectors.amqp_fast.commands import (
@@ -27,7 +27,7 @@ from dissectors.amqp_fast.commands import (
 from dissectors.amqp_fast.framing import header
 from dissectors.amqp_fast.wire import Encoding
 from dissectors.kit.lazy import QUICK_INFO, QUICK_JSON, LazyFrame
-from dissectors.schema import Bit, DecodeError, Int, Prefixed, field_values
+from dissectors.schema import DecodeError, field_values, leaves_only
 
 INITIATION = "INITIATION"
 
@@ -188,10 +188,7 @@ def _leaves_only(code: int, enc: Encoding) -> bool:
     """Whether command ``code``'s fields under ``enc`` are leaves whose tree value is the value
     read_values gives (integers, bits, strings), named apart from each other and from the frame's
     own size, type and command_end: then the tree's JSON is the values'."""
-    fields = layout(code, enc).fields
-    names = [f.name for f in fields]
-    return (all(type(f.type) in (Int, Prefixed, Bit) for f in fields)
-            and len(set(names)) == len(names) and not {"size", "type", "command_end"} & set(names))
+    return leaves_only(layout(code, enc), ("size", "type", "command_end"))
 
 
 def _tree_json(frame: LazyFrame, ctx: tuple[Encoding, str, Command, dict[str, Any]]) -> dict[str, Any] | None:
@@ -201,14 +198,11 @@ def _tree_json(frame: LazyFrame, ctx: tuple[Encoding, str, Command, dict[str, An
         return None
     data = frame.data
     assert data is not None
-    out: dict[str, Any] = {"size": header(data, 0)[1], "type": cmd.code}
-    for name, v in values.items():
-        out[name] = v if v is None or type(v) in _JSON_AS_IS else json_plain(v, name)
+    out = leaves_json(values.items(), {"size": header(data, 0)[1], "type": cmd.code})
     out["command_end"] = data[-1]
     return out
 
 
-_JSON_AS_IS = (int, str, bool)  # as analyzer.jsonout writes them
 QUICK_JSON[_tree_later] = _tree_json
 
 
