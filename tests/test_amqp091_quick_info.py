@@ -8,6 +8,7 @@ import pytest
 
 from analyzer.api import Frame
 from dissectors.amqp091 import Amqp091Dissector
+from dissectors.amqp091 import encode as E
 from dissectors.kit.lazy import QUICK_INFO, LazyFrame
 from tests.replay import Recorded
 from tests.test_amqp091_hotpath import ALL, busy_session, busy_variants, variants
@@ -56,3 +57,20 @@ def test_quick_info_on_a_busy_session() -> None:
     assert check(rec) > 300  # the quick path really ran
     for variant in busy_variants("quick-busy", 100):
         check(variant)
+
+
+def test_quick_info_of_names_that_are_not_utf8() -> None:
+    """Exchange names and routing keys are short strings of any bytes: the tree shows the ones
+    that are not UTF-8 as bytes, and so must the quick Info of the hot methods."""
+    s = E.Script().handshake().open_channel(1)
+    s.c(E.method("Basic.Consume", 1, queue="q", consumer_tag="c")).s(E.method("Basic.ConsumeOk", 1, consumer_tag="c"))
+    s.c(E.message(1, b"one", {}, exchange=b"ex\x80", routing_key=b"\xff\xfe"))
+    s.s(E.message(1, b"two", {}, name="Basic.Deliver", consumer_tag="c", delivery_tag=1, exchange="x",
+                  routing_key=b"k\xc3"))
+    s.c(E.method("Basic.Ack", 1, delivery_tag=1))
+    s.close((1,))
+    rec = Recorded("amqp091", False, [("feed", (d, data, ts)) for d, data, ts in s.steps] + [("end", (s.ts + 1,))])
+    assert check(rec) >= 3
+    lines, _ = infos(rec, "info")
+    assert "Basic.Publish x=b'ex\\x80' rk=b'\\xff\\xfe'" in lines
+    assert "Basic.Deliver x=x rk=b'k\\xc3' tag=1" in lines

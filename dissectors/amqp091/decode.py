@@ -22,7 +22,7 @@ from dissectors.amqp091.codes import (
     RABBITMQ_41_FRAME_MIN_SIZE,
     REPLY_CODES,
 )
-from dissectors.amqp091.fast import FAST, INFO_VALUES
+from dissectors.amqp091.fast import FAST, INFO_ARGS
 from dissectors.amqp091.methods import CLASSES, LEGACY_CLASSES, METHODS, Method
 from dissectors.amqp091.properties import decode_properties, scan_properties
 from dissectors.amqp091.wire import TABLE, TableNotes, entries_are_clean, table_string_entries
@@ -145,13 +145,16 @@ def _quick_for(meth: Method) -> Callable[[bytes], str]:
     has_reply_code = any(f.name == "reply_code" for f in meth.layout.fields)
     if not meth.info and not has_reply_code:  # the name alone: no decoding
         return lambda data: name
-    values = INFO_VALUES.get(meth.code)
-    if values is not None and not has_reply_code:
+    quick = INFO_ARGS.get(meth.code)
+    if quick is not None and not has_reply_code:
         # Lazy method frames of these passed their fast layout check. method_info's own format,
-        # with the name put in front once.
-        fmt, args, blanks = INFO_TEMPLATES[meth.code]
+        # with the name put in front once, filled by a reader of just those arguments.
+        names, read = quick
+        fmt, args, _blanks = INFO_TEMPLATES[meth.code]
+        if names != args:
+            raise ValueError(f"{name}: INFO_ARGS reads {names}, the Info template wants {args}")
         head = f"{name.replace('%', '%%')} {fmt}"
-        return lambda data: head % tuple(map(values(data).get, args, blanks))
+        return lambda data: head % read(data)
     if _PLAIN[meth.code]:  # and these read_values' (method() made them lazy only then)
         layout = meth.layout
         return lambda data: method_info(meth, layout.read_values(data, 11, 7 + HDR.unpack_from(data, 0)[2])[0])

@@ -78,37 +78,40 @@ FAST: dict[int, Validator] = {
 
 
 # The arguments of the hot methods' Info lines, read from a frame whose layout its validator
-# above accepted (decode.quick_method; tests/test_amqp091_quick_info.py proves them equal to the
-# schema decoder's values). Short strings as the schema gives them: text, or bytes when not UTF-8.
+# above accepted (decode.quick_method; tests/test_amqp091_quick_info.py proves the lines equal to
+# the tree's): the values in the order of the method's Info template (its argument names, which
+# decode checks against the template), as a tuple for its printf-style format. Short strings as the
+# schema gives them: text, or bytes when not UTF-8. ``data`` is the frame's own bytes.
 def _shortstr(data: bytes, p: int) -> tuple[Any, int]:
     stop = p + 1 + data[p]
-    raw = bytes(data[p + 1:stop])
+    raw = data[p + 1:stop]  # frames are cut as bytes (kit.framing)
     try:
         return raw.decode("utf-8"), stop
     except UnicodeDecodeError:
-        return raw, stop
+        return bytes(raw), stop
 
 
-def _publish_info(data: bytes) -> dict[str, Any]:
+def _publish_args(data: bytes) -> tuple[Any, ...]:
     exchange, p = _shortstr(data, 13)
-    return {"exchange": exchange, "routing_key": _shortstr(data, p)[0]}
+    return exchange, _shortstr(data, p)[0]
 
 
-def _deliver_info(data: bytes) -> dict[str, Any]:
+def _deliver_args(data: bytes) -> tuple[Any, ...]:
     p = 12 + data[11]
     tag = _U64(data, p)[0]
     exchange, p = _shortstr(data, p + 9)
-    return {"delivery_tag": tag, "exchange": exchange, "routing_key": _shortstr(data, p)[0]}
+    return exchange, _shortstr(data, p)[0], tag
 
 
-def _tag_info(data: bytes) -> dict[str, Any]:
-    return {"delivery_tag": _U64(data, 11)[0]}
+def _tag_args(data: bytes) -> tuple[Any, ...]:
+    return _U64(data, 11)
 
 
-INFO_VALUES: dict[int, Callable[[bytes], dict[str, Any]]] = {
-    M.BASIC_PUBLISH: _publish_info,
-    M.BASIC_DELIVER: _deliver_info,
-    M.BASIC_ACK: _tag_info,
-    M.BASIC_NACK: _tag_info,
-    M.BASIC_REJECT: _tag_info,
+#: Method code -> (the Info arguments' names, in the template's order; their reader).
+INFO_ARGS: dict[int, tuple[tuple[str, ...], Callable[[bytes], tuple[Any, ...]]]] = {
+    M.BASIC_PUBLISH: (("exchange", "routing_key"), _publish_args),
+    M.BASIC_DELIVER: (("exchange", "routing_key", "delivery_tag"), _deliver_args),
+    M.BASIC_ACK: (("delivery_tag",), _tag_args),
+    M.BASIC_NACK: (("delivery_tag",), _tag_args),
+    M.BASIC_REJECT: (("delivery_tag",), _tag_args),
 }
