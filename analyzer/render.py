@@ -231,6 +231,11 @@ class SummaryRenderer:
         self.clock = clock or Clock("r", t0)
         #: (src, dst, direction, protocol) -> the line's middle, made safe once per direction.
         self._mids: dict[tuple[str, str, str, str], str] = {}
+        #: The last line's packet number and relative time ("%7d %11.6f"), with the packet, time
+        #: and t0 it was made for: the frames of one packet share it.
+        self._head = ("", None, None, None)
+        #: frame size -> "%7d " of it: sizes repeat (a producer's messages are alike).
+        self._sizes: dict[int, str] = {}
 
     @property
     def t0(self) -> float:
@@ -260,12 +265,24 @@ class SummaryRenderer:
                 info = safe(info)
             if links is not None:
                 info += safe(f"  [{'; '.join(link_texts(links))}]")
-            # printf-style: a third cheaper than the same f-string with format specs (the same text
-            # for ints and floats, nan and inf included).
-            if clock.mode == "r":  # the default, relative seconds: formatted in the line itself
-                text = "%7d %11.6f%s%7d %s\n" % (fr.packets[1], fr.ts - clock.t0, mid, fr.size, info)  # noqa: UP031
+            # The line is "%7d %11.6f%s%7d %s\n" % (packet, time, mid, size, info), put together
+            # from parts made once for many lines: formatting numbers is most of a line's cost.
+            # printf-style where formatted: a third cheaper than f-strings with format specs (the
+            # same text for ints and floats, nan and inf included).
+            if clock.mode == "r":  # the default, relative seconds (other clocks may keep state)
+                number, ts, t0 = fr.packets[1], fr.ts, clock.t0
+                head, hnumber, hts, ht0 = self._head
+                if number != hnumber or ts != hts or t0 != ht0:
+                    head = "%7d %11.6f" % (number, ts - t0)  # noqa: UP031
+                    self._head = (head, number, ts, t0)
             else:
-                text = "%7d %11s%s%7d %s\n" % (fr.packets[1], clock(fr.ts), mid, fr.size, info)  # noqa: UP031
+                head = "%7d %11s" % (fr.packets[1], clock(fr.ts))  # noqa: UP031
+            size = self._sizes.get(fr.size)
+            if size is None:
+                if len(self._sizes) >= 4096:
+                    self._sizes.clear()
+                size = self._sizes[fr.size] = "%7d " % fr.size  # noqa: UP031
+            text = head + mid + size + info + "\n"
             if fr.file is not None:
                 text = safe(f"{fr.file} ") + text
             out.stream.write(text)
