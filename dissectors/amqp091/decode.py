@@ -417,7 +417,7 @@ def build_header(frame: LazyFrame, msg: tuple | None) -> tuple[list[Field], str]
     except DecodeError as exc:
         content_type = ""
         fields.append(Field("properties", bytes(data[19:end]), 19, end - 19, f"undecodable: {exc}"))
-    info = _header_info(body_size, content_type)
+    info = header_info(body_size, content_type)
     if msg is not None:
         info += _message(fields, msg)
     return fields, info
@@ -454,7 +454,8 @@ _PROPS_KEY_MAX = 512
 _PROPS_SEEN_MAX = 256
 
 
-def _header_info(body_size: int, content_type: str) -> str:
+def header_info(body_size: int, content_type: str) -> str:
+    """A content header's Info line, before the message's part (when it is the message's last frame)."""
     return f"ContentHeader size={body_size}" + (f" type={content_type}" if content_type else "")
 
 
@@ -479,7 +480,7 @@ def quick_header(frame: LazyFrame, msg: tuple | None) -> str | None:
             content_type = str(data[22:stop], "utf-8")
         except UnicodeDecodeError:  # the tree keeps such a value as bytes: no type shown
             content_type = ""
-    info = _header_info(body_size, content_type)
+    info = header_info(body_size, content_type)
     if msg is not None:
         info += message_info(msg)
     return info

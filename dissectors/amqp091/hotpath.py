@@ -24,6 +24,7 @@ from dissectors.amqp091.decode import (
     build_header,
     build_method,
     complete,
+    header_info,
 )
 from dissectors.amqp091.fast import FAST
 from dissectors.amqp091.framing import KNOWN_TYPES, Side
@@ -164,12 +165,16 @@ def _hot_content(conn: Amqp091Connection, d: Direction, meth: Method, data: byte
             return hstop
         conn.frames_left_out += 2
         return bstop
-    header = LazyFrame(d, base + pos, hsize + 8, "ContentHeader", 2, [], data[pos:hstop], build_header, None)
-    out.append(header)
     # decode.complete, inline: the message is whole on its last frame.
     if not body_size:
-        header._ctx = (meth.name, 0, 0, b"", content_type)
+        header = LazyFrame(d, base + pos, hsize + 8, "ContentHeader", 2, [], data[pos:hstop], build_header,
+                           (meth.name, 0, 0, b"", content_type))
+        out.append(header)
         return hstop
+    # Its Info line from the values at hand (a view that shows frames reads it; findings-only runs
+    # do not make these frames), rather than read from the bytes again on first access.
+    out.append(LazyFrame(d, base + pos, hsize + 8, "ContentHeader", 2, [], data[pos:hstop], build_header, None,
+                         _header_info(body_size, content_type)))
     body = LazyFrame(d, base + hstop, bsize + 8, "ContentBody", 3, [], data[hstop:bstop], build_body, None)
     out.append(body)
     body._ctx = (meth.name, bsize, 1, data[hstop + 7:hstop + 7 + min(bsize, BODY_KEEP)], content_type)
@@ -199,7 +204,9 @@ def _hot_header(conn: Amqp091Connection, d: Direction, data: bytes, pos: int, st
         conn.frames_left_out += 1
         frame = None
     else:
-        frame = LazyFrame(d, base + pos, size + 8, "ContentHeader", 2, [], data[pos:stop], build_header, None)
+        # With a body to come, the Info line from the values at hand (see _hot_content).
+        frame = LazyFrame(d, base + pos, size + 8, "ContentHeader", 2, [], data[pos:stop], build_header, None,
+                          _header_info(body_size, content_type) if body_size else None)
         out.append(frame)
     if body_size == 0:
         if frame is not None:
@@ -231,6 +238,13 @@ def _hot_body(conn: Amqp091Connection, d: Direction, data: bytes, pos: int, stop
     out.append(frame)
     content.add_body(ch, frame, raw, size, frame.findings)
     return stop
+
+
+def _header_info(body_size: int, content_type: str) -> str | None:
+    """A content header's Info line from the values the hot path read; None (it is made from the
+    bytes when asked) for a content type that is not UTF-8: clean_content_type gives it with
+    replacement characters, where the Info line leaves it out."""
+    return header_info(body_size, content_type) if "\ufffd" not in content_type else None
 
 
 def _not_hot(conn: Amqp091Connection, d: Direction, data: bytes, pos: int, stop: int, ch: int, size: int,
