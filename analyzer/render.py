@@ -282,7 +282,7 @@ class SummaryRenderer:
                 if len(self._sizes) >= 4096:
                     self._sizes.clear()
                 size = self._sizes[fr.size] = "%7d " % fr.size  # noqa: UP031
-            text = head + mid + size + info + "\n"
+            text = f"{head}{mid}{size}{info}\n"  # one string built at once: cheaper than "+"s
             if fr.file is not None:
                 text = safe(f"{fr.file} ") + text
             out.stream.write(text)
