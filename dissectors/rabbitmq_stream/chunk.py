@@ -65,7 +65,7 @@ DECOMPRESSORS: dict[int, Callable[[bytes, int], bytes] | None] = _Decompressors(
 
 
 def gzip_compress(data: bytes) -> bytes:
-    import gzip  # the encoder's alone: kept off the start of every run (2 ms)
+    import gzip  # the encoder's alone: kept off the start of every run
 
     return gzip.compress(data)
 
