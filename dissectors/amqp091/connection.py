@@ -584,6 +584,8 @@ class Amqp091Connection(BaseConnection):
         self.limit = fm_c
         cap = max(fm_c * 4, PRE_TUNE_CAP) if fm_c else UNLIMITED_CAP
         self.side_c2s.cap = self.side_s2c.cap = cap
+        self.side_c2s.remeasure()  # a frame waiting in a queue may be over the new cap
+        self.side_s2c.remeasure()
 
 
 def _unanswered_beyond_handshake(d: str, ch: Any, entry: list) -> str | None:

@@ -30,6 +30,9 @@ class Side(Framer):
     frame believed (``cap``: frame-max allows, else junk)."""
 
     __slots__ = ("header_possible", "direct", "cap")
+    #: measure's length of a known frame type comes from its header alone; the one setting it
+    #: reads, ``cap``, is lowered at tune (Amqp091Connection calls remeasure then).
+    stable_measure = True
 
     def __init__(self, label: str, synced: bool, cap: int) -> None:
         super().__init__(label, synced)

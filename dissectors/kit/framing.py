@@ -34,7 +34,9 @@ class Piece:
 class ByteQueue:
     """Ordered bytes of one direction, addressed by stream offset."""
 
-    __slots__ = ("_buf", "_pos", "_base", "synced", "_rescan")
+    __slots__ = ("_buf", "_pos", "_base", "synced", "_rescan", "need")
+    #: ``need`` is left out of snapshots: a resumed queue measures its waiting frame again.
+    TRANSIENT = ("need",)
 
     #: Bytes buffered beyond this while waiting for the rest of one frame are given up as
     #: unframeable: a length from the wire never makes the queue grow without bound.
@@ -55,6 +57,12 @@ class ByteQueue:
         self._base = 0  # stream offset of _buf[0]
         self.synced = synced
         self._rescan = 0  # out of sync: unread bytes needed before resync looks again (see RESCAN_FREE)
+        #: The stream offset the frame waiting at the read position ends at, as ``measure`` said
+        #: (0: not known). See :attr:`Framer.stable_measure`.
+        self.need = 0
+
+    def _rebuild(self) -> None:
+        self.need = 0
 
     @property
     def offset(self) -> int:
@@ -88,9 +96,11 @@ class ByteQueue:
         self._pos = 0
         self.synced = False
         self._rescan = 0
+        self.need = 0
         return dropped
 
     def cut(self, measure: Measure, resync: Resync) -> Iterator[Piece]:
+        self.need = 0
         buf = self._buf
         if buf is None:
             return
@@ -116,7 +126,10 @@ class ByteQueue:
                     self.synced = True
                     continue
                 n = measure(view, pos)
-                if n == 0 or (n > 0 and pos + n > len(buf)):
+                if n > 0 and pos + n > len(buf):
+                    self.need = self._base + pos + n
+                    break
+                if n == 0:
                     break
                 if n < 0:
                     self.synced = False
@@ -138,6 +151,7 @@ class ByteQueue:
         self._buf = None
         self._pos = 0
         self._rescan = 0
+        self.need = 0
         return piece
 
     def _compact(self) -> None:
@@ -181,6 +195,11 @@ class Framer:
     #: Whether whole frames are cut straight from a segment when nothing is buffered (False: every
     #: segment goes through the queue; tests/test_kit_direct_cut.py holds the two to each other).
     direct_cut = True
+    #: A dissector's promise that a positive ``measure`` answer (the length of a frame not yet
+    #: whole) stays the same as more bytes come, until it calls :meth:`remeasure` (a setting that
+    #: measure reads changed). The bytes of a frame that spans many segments then only join the
+    #: queue, without the cut being run again until the frame can be whole.
+    stable_measure = False
 
     def cut(self, data: bytes, measure: Measure, resync: Resync, junk_rule: Rule) -> Iterator[Piece | Finding]:
         q = self.queue
@@ -215,8 +234,15 @@ class Framer:
                 q.synced = False
             else:
                 waiting = True
+                if m > 0:  # what the queue's cut would have noted (it starts at the frame)
+                    q.need = q._base + m
         else:
             q.append(data)
+            need = q.need
+            if need and self.stable_measure:
+                buf = q._buf
+                assert buf is not None
+                waiting = q._base + len(buf) < need
         for piece in () if waiting else q.cut(measure, resync):
             if piece.junk:
                 self._junk(piece)
@@ -229,6 +255,11 @@ class Framer:
         if len(q) > ByteQueue.LIMIT:
             self._junk(q.drain())  # type: ignore[arg-type]
             q.synced = False
+
+    def remeasure(self) -> None:
+        """Something ``measure`` reads changed: the frame waiting in the queue is measured again
+        with the next bytes (see :attr:`stable_measure`)."""
+        self.queue.need = 0
 
     def lost(self, length: int) -> None:
         """A capture hole: the partial frame before it is useless, the bytes after it until the next
