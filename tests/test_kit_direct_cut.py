@@ -9,6 +9,7 @@ kit's framer), on every bundled capture, on mutated variants and on captures joi
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,20 +31,39 @@ ALL = sorted(str(p.relative_to(CAPS)) for p in CAPS.rglob("*.pcap*"))
 GENERAL = {"amqp091": Amqp091Dissector(hot=False), "amqp_fast": AmqpFastDissector(hot=False)}
 
 
-def framers(conn: Any) -> list[tuple[Any, ...]]:
+def framers(conn: Any, bytes_unread: bool = True) -> list[tuple[Any, ...]]:
     """What each of the connection's framers means after a call: the queue's stream offset,
     unread bytes and sync, and the framer's own state (the queue keeps read bytes until it
-    compacts; the direct cut never copies them in)."""
+    compacts; the direct cut never copies them in). ``bytes_unread=False``: their count instead
+    of the bytes (a frame waiting over thousands of small segments would be copied once each)."""
     out = []
     for cls in type(conn).__mro__:
         for name in getattr(cls, "__slots__", ()):
             f = getattr(conn, name, None)
             if isinstance(f, Framer):
                 q = f.queue
-                unread = bytes(q._buf[q._pos:]) if q._buf is not None else b""
+                unread: bytes | int = len(q)
+                if bytes_unread:
+                    unread = bytes(q._buf[q._pos:]) if q._buf is not None else b""
                 out.append((name, q.offset, unread, q.synced, q._rescan, f.seen_frame, f.after_gap, f.junk_at,
                             f.junk_len, f.reason))
     return out
+
+
+def replay_framed(dissector: Dissector, rec: Recorded, bytes_unread: bool = True,
+                  resume_at: int | None = None) -> tuple[list, list, Any]:
+    """Events and the framers after each call (see ``framers``), and the connection at the end;
+    ``resume_at``: the call before which the connection is snapshotted and resumed."""
+    conn = dissector.connection(rec.midstream)
+    events: list = []
+    states: list = []
+    for i, (name, args) in enumerate(rec.calls):
+        if i == resume_at:
+            conn = dissector.resume(json.loads(json.dumps(conn.snapshot())))
+        events.extend(normal(getattr(conn, name)(*args) or ()))
+        states.append(framers(conn, bytes_unread))
+    assert states[-1], "no framer found"
+    return events, states, conn
 
 
 def run(dissector: Dissector, rec: Recorded, direct: bool) -> tuple[list, list, Any]:
@@ -52,13 +72,7 @@ def run(dissector: Dissector, rec: Recorded, direct: bool) -> tuple[list, list, 
     saved = Framer.direct_cut
     Framer.direct_cut = direct
     try:
-        conn = dissector.connection(rec.midstream)
-        events: list = []
-        states: list = []
-        for name, args in rec.calls:
-            events.extend(normal(getattr(conn, name)(*args) or ()))
-            states.append(framers(conn))
-        assert states[-1], "no framer found"
+        events, states, conn = replay_framed(dissector, rec)
         end = conn.snapshot()
         for f in framers(conn):  # the queues as above
             end["a"][f[0]]["a"]["queue"] = None

@@ -10,7 +10,6 @@ reads, lowered under a waiting frame, must be seen (``remeasure``).
 
 from __future__ import annotations
 
-import json
 import random
 import struct
 from collections.abc import Iterator
@@ -22,11 +21,10 @@ from analyzer.api import Direction
 from dissectors.amqp091 import Amqp091Dissector
 from dissectors.amqp091 import encode as E
 from dissectors.amqp091.framing import Side
-from dissectors.kit.framing import Framer
 from tests import replay as R
-from tests.replay import Recorded, normal
+from tests.replay import Recorded
 from tests.test_amqp091_hotpath import midstream, mutate
-from tests.test_kit_direct_cut import CAPS
+from tests.test_kit_direct_cut import CAPS, replay_framed
 
 AMQP = sorted(str(p.relative_to(CAPS)) for p in (CAPS / "amqp091").glob("*.pcap*"))
 DISSECTORS = (Amqp091Dissector(), Amqp091Dissector(hot=False))
@@ -44,35 +42,13 @@ def split(rec: Recorded, size: int) -> Recorded:
     return Recorded(rec.protocol, rec.midstream, calls)
 
 
-def framers(conn: Any) -> list[tuple[Any, ...]]:
-    """What each of the connection's framers means after a call (as tests/test_kit_direct_cut.py
-    has it, with the unread bytes' count for the bytes: a frame waiting over thousands of small
-    segments would otherwise be copied once per segment)."""
-    out = []
-    for cls in type(conn).__mro__:
-        for name in getattr(cls, "__slots__", ()):
-            f = getattr(conn, name, None)
-            if isinstance(f, Framer):
-                q = f.queue
-                out.append((name, q.offset, len(q), q.synced, q._rescan, f.seen_frame, f.after_gap, f.junk_at,
-                            f.junk_len, f.reason))
-    return out
-
-
 def run(dissector: Amqp091Dissector, rec: Recorded, stable: bool, resume_at: int | None = None) -> tuple[list, list, Any]:
     """Events, the framers after each call and the state at the end, with the promise made or
     not; ``resume_at``: the call before which the connection is snapshotted and resumed."""
     saved = Side.stable_measure
     Side.stable_measure = stable
     try:
-        conn = dissector.connection(rec.midstream)
-        events: list = []
-        states: list = []
-        for i, (name, args) in enumerate(rec.calls):
-            if i == resume_at:
-                conn = dissector.resume(json.loads(json.dumps(conn.snapshot())))
-            events.extend(normal(getattr(conn, name)(*args) or ()))
-            states.append(framers(conn))
+        events, states, conn = replay_framed(dissector, rec, False, resume_at)
         return events, states, conn.snapshot()
     finally:
         Side.stable_measure = saved
