@@ -24,21 +24,18 @@ def test_every_line_is_its_own_frames() -> None:
     stream = io.StringIO()
     clock = Clock("r", 100.0)
     r = SummaryRenderer(Output(stream, color=False), 100.0, clock)
-    frames = [frame(7, 101.5, 95, "a"), frame(7, 101.5, 95, "b"),  # one packet's two frames
-              frame(7, 102.25, 95, "c"),  # the same number in another file: another time
-              frame(8, 102.25, 40, "d", Direction.S2C), frame(9, math.nan, 40, "e"), frame(9, math.nan, 41, "f")]
-    for fr in frames[:3]:
+    # (start time, frame), shown in this order.
+    steps = [(100.0, frame(7, 101.5, 95, "a")), (100.0, frame(7, 101.5, 95, "b")),  # one packet's two frames
+             (100.0, frame(7, 102.25, 95, "c")),  # the same number in another file: another time
+             (101.0, frame(7, 102.25, 95, "g")),  # the last line's packet and time, the start moved
+             (101.0, frame(8, 102.25, 40, "d", Direction.S2C)), (101.0, frame(9, math.nan, 40, "e")),
+             (101.0, frame(9, math.nan, 41, "f"))]
+    for t0, fr in steps:
+        clock.t0 = t0  # as the first shown frame sets it
         r.frame(fr)
-    clock.t0 = 101.0  # the start moved (as the first shown frame sets it)
-    expected_t0 = [100.0] * 3 + [101.0] * 3
-    r.frame(frame(7, 102.25, 95, "g"))  # the last line's packet and time, a new start time
-    expected_t0.insert(3, 101.0)
-    for fr in frames[3:]:
-        r.frame(fr)
-    frames.insert(3, frame(7, 102.25, 95, "g"))
     arrows = {Direction.C2S: "→", Direction.S2C: "←"}
     want = []
-    for fr, t0 in zip(frames, expected_t0, strict=True):
+    for t0, fr in steps:
         mid = f" 127.0.0.1:5000 {arrows[fr.direction]} 127.0.0.1:5672 {fr.protocol:<16}"
         want.append("%7d %11.6f%s%7d %s\n" % (fr.packets[1], fr.ts - t0, mid, fr.size, fr.info))  # noqa: UP031
     assert stream.getvalue() == "".join(want)
