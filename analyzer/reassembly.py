@@ -221,6 +221,17 @@ class StreamReassembler:
 
     def peer_ack(self, ack: int, packet: int, ts: float) -> list[Event]:
         """The other side acknowledged up to ``ack``: bytes before it will not be retransmitted."""
+        if ack == self.next_seq and self.rare is None:
+            # Everything delivered is acknowledged (the usual acknowledgement): _acknowledged
+            # would find the same offset, next_abs, and drop the whole tail.
+            if self.next_abs > self.acked_abs:
+                self.acked_abs = self.next_abs
+                self.tail = None
+            return []
+        return self._acknowledged(ack, packet, ts)
+
+    def _acknowledged(self, ack: int, packet: int, ts: float) -> list[Event]:
+        """:meth:`peer_ack` in general (tests/test_reassembly.py proves its shortcut agrees)."""
         if self.next_seq is None:
             # Mid-stream start: the acknowledgement tells where this direction stands.
             self.next_seq, self.next_abs = ack, 0

@@ -183,3 +183,58 @@ def test_out_of_order_buffer_is_bounded():
 
 def test_gap_rule_is_a_capture_finding():
     assert GAP.id == "tcp.gap" and GAP.category == "capture"
+
+
+class _General(StreamReassembler):
+    """A reassembler whose acknowledgements all go the general way (no shortcut)."""
+
+    __slots__ = ()
+
+    def peer_ack(self, ack, packet, ts):
+        return self._acknowledged(ack, packet, ts)
+
+
+# Steps on one direction: ("seg", offset from the ISN, length, fin) or ("ack", offset from the ISN).
+_steps = st.lists(st.one_of(
+    st.tuples(st.just("seg"), st.integers(-20, 400), st.integers(0, 60), st.booleans()),
+    st.tuples(st.just("ack"), st.integers(-20, 460)),
+    st.just(("ack_next",)),  # exactly where the stream stands: the shortcut's case
+), max_size=40)
+
+
+@settings(max_examples=400, deadline=None)
+@given(steps=_steps, isn=isns, syn=st.booleans())
+def test_peer_ack_shortcut_agrees_with_the_general_way(steps, isn, syn):
+    # The same steps on two reassemblers, one without peer_ack's shortcut: the same events and the
+    # same state after every step (in order, out of order, lost, retransmitted, mid-stream, FIN).
+    data = bytes(range(256)) * 2
+    fast, general = StreamReassembler(max_buffer=300), _General(max_buffer=300)
+    for r in (fast, general):
+        if syn:
+            r.syn(isn)
+    for i, step in enumerate(steps):
+        outs = []
+        for r in (fast, general):
+            if step[0] == "seg":
+                _, off, n, fin = step
+                payload = data[max(off, 0):max(off, 0) + n]
+                outs.append(r.segment((isn + 1 + off) % 2**32, payload, fin, i, float(i)))
+            else:
+                if step[0] == "ack_next":
+                    ack = r.next_seq if r.next_seq is not None else (isn + 1) % 2**32
+                else:
+                    ack = (isn + 1 + step[1]) % 2**32
+                outs.append(r.peer_ack(ack, i, float(i)))
+        assert outs[0] == outs[1], (i, step)
+        assert fast.to_plain() == general.to_plain(), (i, step)
+    assert fast.flush(99.0) == general.flush(99.0)
+    assert fast.to_plain() == general.to_plain()
+
+
+def test_peer_ack_shortcut_is_taken_and_drops_the_acknowledged_tail():
+    r = StreamReassembler()
+    r.syn(0)
+    r.segment(1, b"abcd", False, 1, 0.0)
+    assert r.tail == bytearray(b"abcd")
+    assert r.peer_ack(5, 2, 0.0) == []
+    assert (r.acked_abs, r.tail) == (4, None)
