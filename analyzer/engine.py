@@ -397,18 +397,22 @@ class Analyzer:
             if peer:
                 return self._fast_released(conv, direction, side, peer, seq, payload, number, ts)
         if payload:
-            events = side.segment(seq, payload, False, number, ts)
-            if events:
+            # The common case (the next bytes in order) without a list and a Data made and read.
+            offset = side.in_order(seq, payload)
+            if offset < 0:
+                events = side.segment(seq, payload, False, number, ts)
+                if not events:
+                    return None
                 if len(events) != 1 or type(events[0]) is not Data:
                     return self._stream(conv, direction, events, ts)
-                # The common case, without _stream's generator.
-                if direction is _C2S:
-                    info.bytes_c2s += len(events[0][1])
-                else:
-                    info.bytes_s2c += len(events[0][1])
-                if conv.conn is not None:
-                    offset, data, _, _ = events[0]  # the packet and time are this segment's
-                    return self._feed(conv, direction, offset, data, number, ts)
+                offset, payload, _, _ = events[0]  # the packet and time are this segment's
+            # One piece of data, without _stream's generator.
+            if direction is _C2S:
+                info.bytes_c2s += len(payload)
+            else:
+                info.bytes_s2c += len(payload)
+            if conv.conn is not None:
+                return self._feed(conv, direction, offset, payload, number, ts)
         return None
 
     def _fast_released(self, conv: Conversation, direction: Direction, side: Side, peer: list[Data | Gap | Note],

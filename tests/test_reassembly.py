@@ -186,27 +186,41 @@ def test_gap_rule_is_a_capture_finding():
 
 
 class _General(StreamReassembler):
-    """A reassembler whose acknowledgements all go the general way (no shortcut)."""
+    """A reassembler without shortcuts: acknowledgements and in-order data go the general way."""
 
     __slots__ = ()
 
     def peer_ack(self, ack, packet, ts):
         return self._acknowledged(ack, packet, ts)
 
+    def in_order(self, seq, payload):
+        return -1
+
+
+def _engine_segment(r: StreamReassembler, seq: int, payload: bytes, fin: bool, packet: int, ts: float) -> list:
+    """A segment as the engine's fast path gives it: in_order first, then segment()."""
+    if payload and not fin:
+        offset = r.in_order(seq, payload)
+        if offset >= 0:
+            return [Data(offset, payload, packet, ts)]
+    return r.segment(seq, payload, fin, packet, ts)
+
 
 # Steps on one direction: ("seg", offset from the ISN, length, fin) or ("ack", offset from the ISN).
 _steps = st.lists(st.one_of(
     st.tuples(st.just("seg"), st.integers(-20, 400), st.integers(0, 60), st.booleans()),
     st.tuples(st.just("ack"), st.integers(-20, 460)),
-    st.just(("ack_next",)),  # exactly where the stream stands: the shortcut's case
+    st.just(("ack_next",)),  # exactly where the stream stands: peer_ack's shortcut
+    st.tuples(st.just("seg_next"), st.integers(1, 60), st.booleans()),  # the next bytes: in_order's case
 ), max_size=40)
 
 
 @settings(max_examples=400, deadline=None)
 @given(steps=_steps, isn=isns, syn=st.booleans())
-def test_peer_ack_shortcut_agrees_with_the_general_way(steps, isn, syn):
-    # The same steps on two reassemblers, one without peer_ack's shortcut: the same events and the
-    # same state after every step (in order, out of order, lost, retransmitted, mid-stream, FIN).
+def test_shortcuts_agree_with_the_general_way(steps, isn, syn):
+    # The same steps on two reassemblers, one without peer_ack's and in_order's shortcuts (segments
+    # fed as the engine's fast path feeds them): the same events and the same state after every
+    # step (in order, out of order, lost, retransmitted, mid-stream, FIN).
     data = bytes(range(256)) * 2
     fast, general = StreamReassembler(max_buffer=300), _General(max_buffer=300)
     for r in (fast, general):
@@ -218,7 +232,12 @@ def test_peer_ack_shortcut_agrees_with_the_general_way(steps, isn, syn):
             if step[0] == "seg":
                 _, off, n, fin = step
                 payload = data[max(off, 0):max(off, 0) + n]
-                outs.append(r.segment((isn + 1 + off) % 2**32, payload, fin, i, float(i)))
+                outs.append(_engine_segment(r, (isn + 1 + off) % 2**32, payload, fin, i, float(i)))
+            elif step[0] == "seg_next":
+                _, n, fin = step
+                seq = r.next_seq if r.next_seq is not None else (isn + 1) % 2**32
+                payload = data[r.next_abs % 256:r.next_abs % 256 + n]
+                outs.append(_engine_segment(r, seq, payload, fin, i, float(i)))
             else:
                 if step[0] == "ack_next":
                     ack = r.next_seq if r.next_seq is not None else (isn + 1) % 2**32
