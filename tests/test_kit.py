@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import math
 import struct
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from analyzer.api import Category, Direction, FrameRef, Rule, Severity
 from dissectors import kit
@@ -118,6 +121,61 @@ def test_silence_is_longer_than_the_limit_not_equal_to_it():
     s.start(10, 100.0)
     assert s.due(120.0, SILENCE) == []
     assert [f.message.split()[1] for f in s.due(120.25, SILENCE)] == ["client", "server"]
+
+
+_times = st.floats(min_value=0.0, max_value=400.0) | st.sampled_from([math.nan, math.inf, 120.0, 120.25])
+_silence_steps = st.lists(st.one_of(
+    st.tuples(st.just("start"), st.sampled_from([0, 5, 10, 0.1]), _times),
+    st.tuples(st.just("seen"), st.sampled_from([C2S, S2C]), _times),
+    st.tuples(st.just("heard"), st.sampled_from([C2S, S2C]), _times),
+    st.tuples(st.just("due"), _times),
+    st.just(("stop",)),
+    st.just(("roundtrip",)),
+), max_size=30)
+
+
+def _same_float(a: float | None, b: float | None) -> bool:
+    return a == b or (a is not None and b is not None and math.isnan(a) and math.isnan(b))
+
+
+@settings(max_examples=500, deadline=None)
+@given(steps=_silence_steps)
+def test_silence_keeps_its_deadline_and_heard_is_due_then_seen(steps):
+    # The deadline Silence keeps (read after every delivery) is the one worked out from its state,
+    # after every change; heard() gives what due() then seen() give, and leaves the same state.
+    s, twin = kit.Silence(), kit.Silence()
+    for step in steps:
+        if step[0] == "start":
+            s.start(step[1], step[2])
+            twin.start(step[1], step[2])
+        elif step[0] == "seen":
+            s.seen(step[1], step[2])
+            twin.seen(step[1], step[2])
+        elif step[0] == "heard":
+            got = s.heard(step[1], step[2], SILENCE) or []
+            want = twin.due(step[2], SILENCE)
+            twin.seen(step[1], step[2])
+            assert [f.message for f in got] == [f.message for f in want]
+        elif step[0] == "due":
+            assert [f.message for f in s.due(step[1], SILENCE)] == [f.message for f in twin.due(step[1], SILENCE)]
+        elif step[0] == "stop":
+            s.stop()
+            twin.stop()
+        else:
+            s = roundtrip(s)
+        assert _same_float(s.deadline(), s._deadline()), step
+        assert _same_float(s.deadline(), twin._deadline()), step
+        assert repr(encode(s)) == repr(encode(twin))
+
+
+def test_silence_heard_at_exactly_its_deadline():
+    # 0.1 + 0.2 rounds up: at the deadline itself the silence is already longer than the limit
+    # (ts - last > limit), so heard() must ask due() there, not only after it.
+    s = kit.Silence()
+    s.start(0.1, 0.1)
+    at = s.deadline()
+    assert at == 0.1 + 0.2 and at - 0.1 > 0.2
+    assert [f.message.split()[1] for f in s.heard(C2S, at, SILENCE)] == ["client", "server"]
 
 
 HANDSHAKE = kit.Machine("handshake", start="idle", rule=ORDER, incomplete=INCOMPLETE, final=frozenset({"open"}),

@@ -166,11 +166,9 @@ class Amqp091Connection(BaseConnection):
         out: list[Event] = []
         silence = self.silence
         if silence is not None and silence.interval:
-            if not silence.stopped:
-                due = silence.due(ts, R.HEARTBEAT_SILENCE)  # when no tick came in time
-                if due:
-                    out.extend(due)
-            silence.seen(direction, ts)
+            due = silence.heard(direction, ts, R.HEARTBEAT_SILENCE)  # due: when no tick came in time
+            if due:
+                out.extend(due)
         if direction is not C2S and direction is not S2C:
             direction = Direction(direction)  # a plain "c2s"/"s2c": the paths below compare by identity
         side = self.side_c2s if direction is C2S else self.side_s2c
@@ -498,7 +496,7 @@ class Amqp091Connection(BaseConnection):
         if code == M.CONNECTION_CLOSE:
             if d not in self.closed:
                 self.closed += (str(d),)
-            self._silence().stopped = True  # silence is expected from now on
+            self._silence().stop()  # silence is expected from now on
             self.hs, _ = HANDSHAKE.step(self.hs, d, meth.name)
             quiet = False
             if d == "s2c":
@@ -531,7 +529,7 @@ class Amqp091Connection(BaseConnection):
                 for tr in (self.tracks or {}).values():
                     tr.unconfirmed.clear()
                 self.unconfirmed_cleared = True
-            self._silence().stopped = True
+            self._silence().stop()
             return
         if d in self.closed:
             findings.append(R.CHANNEL_AFTER_CLOSE(f"{meth.name} after this side sent connection.close"))

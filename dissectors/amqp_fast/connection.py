@@ -121,8 +121,9 @@ class AmqpFastConnection(BaseConnection):
         out: list[Event] = []
         silence = self.silence
         if silence is not None:
-            out.extend(silence.due(ts, R.HEARTBEAT_SILENCE))  # when no tick came in time
-            silence.seen(d, ts)
+            due = silence.heard(d, ts, R.HEARTBEAT_SILENCE)  # due: when no tick came in time
+            if due:
+                out.extend(due)
         # A fragment of the peer still waiting for what follows it: the peer's stream held nothing
         # more when this side went on, so nothing more belongs to the fragment (the peer's octets
         # that come later are judged as commands). This keeps a message's frame before the answer to it.
@@ -323,7 +324,7 @@ class AmqpFastConnection(BaseConnection):
             self._tune(d, values, frame)
         elif name == "CONNECTION CLOSE":
             if self.silence is not None:
-                self.silence.stopped = True  # silence is expected from now on
+                self.silence.stop()  # silence is expected from now on
             if d == "s2c":
                 # The server closes the connection: it confirms nothing more.
                 self.corr.drop("c2s", lambda _k, _e: False)

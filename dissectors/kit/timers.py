@@ -18,7 +18,8 @@ class Silence:
     # Per direction as flat slots rather than {"c2s": .., "s2c": ..} dicts: every connection has a
     # Silence, most never negotiate heartbeats, and three small dicts cost ~550 bytes.
     __slots__ = ("interval", "factor", "last_c2s", "last_s2c", "ref_c2s", "ref_s2c", "reported_c2s",
-                 "reported_s2c", "stopped")
+                 "reported_s2c", "stopped", "at")
+    TRANSIENT = ("at",)
 
     def __init__(self, factor: float = 2.0) -> None:
         self.interval = 0.0  # seconds; 0 = heartbeats off
@@ -29,7 +30,13 @@ class Silence:
         self.ref_s2c: FrameRef | None = None
         self.reported_c2s = False  # the current silent spell was reported
         self.reported_s2c = False
-        self.stopped = False  # the conversation is closing: silence is expected
+        self.stopped = False  # the conversation is closing: silence is expected (see stop())
+        #: What deadline() gives, kept by every change (start, seen, due, stop): the engine asks
+        #: for it after every delivery of a connection with heartbeats.
+        self.at: float | None = None
+
+    def _rebuild(self) -> None:
+        self.at = self._deadline()
 
     # Views of the per-direction slots, for readers.
     @property
@@ -51,23 +58,48 @@ class Silence:
             self.last_c2s = ts
         if self.last_s2c is None or self.last_s2c < ts:
             self.last_s2c = ts
+        self.at = self._deadline()
+
+    def stop(self) -> None:
+        """The conversation is closing: silence is expected from now on."""
+        self.stopped = True
+        self.at = None
 
     def seen(self, direction: Direction, ts: float, ref: FrameRef | None = None) -> None:
+        # at as _deadline() gives it, from the one side that changed (this runs on every delivery).
+        timed = self.interval > 0 and not self.stopped
         if direction == "c2s":
             self.last_c2s = ts
             self.reported_c2s = False
             if ref is not None:
                 self.ref_c2s = ref
+            if timed:
+                b = self.last_s2c if not self.reported_s2c else None
+                self.at = (b if b is not None and b < ts else ts) + self.interval * self.factor
         else:
             self.last_s2c = ts
             self.reported_s2c = False
             if ref is not None:
                 self.ref_s2c = ref
+            if timed:
+                a = self.last_c2s if not self.reported_c2s else None
+                self.at = (ts if a is None or ts < a else a) + self.interval * self.factor
+
+    def heard(self, direction: Direction, ts: float, rule: Rule) -> list[Finding] | None:
+        """A delivery at ``ts``: the findings :meth:`due` gives then (None when none: a tick did not
+        come in time), then :meth:`seen`. :meth:`due` is asked only once ``ts`` has reached the
+        deadline (a side it reports has ``ts - last > limit``, so ``ts >= last + limit``)."""
+        at = self.at
+        found = (self.due(ts, rule) or None) if at is not None and ts >= at else None
+        self.seen(direction, ts)
+        return found
 
     def deadline(self) -> float | None:
+        return self.at
+
+    def _deadline(self) -> float | None:
         if self.interval <= 0 or self.stopped:
             return None
-        # Called after every delivery of a connection with heartbeats: no list, no min().
         a = self.last_c2s if not self.reported_c2s else None
         b = self.last_s2c if not self.reported_s2c else None
         if a is None:
@@ -92,6 +124,8 @@ class Silence:
         if last is not None and ts - last > limit and not self.reported_s2c:
             self.reported_s2c = True
             out.append(self._finding(rule, "server", ts - last, self.ref_s2c))
+        if out:
+            self.at = self._deadline()
         return out
 
     def _finding(self, rule: Rule, side: str, silent: float, ref: FrameRef | None) -> Finding:
