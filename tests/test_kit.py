@@ -7,7 +7,7 @@ import math
 import struct
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from analyzer.api import Category, Direction, FrameRef, Rule, Severity
@@ -140,6 +140,7 @@ def _same_float(a: float | None, b: float | None) -> bool:
 
 @settings(max_examples=500, deadline=None)
 @given(steps=_silence_steps)
+@example(steps=[("start", 5, 0.0), ("seen", C2S, math.nan), ("heard", C2S, 11.0)])  # a NaN deadline, the server due
 def test_silence_keeps_its_deadline_and_heard_is_due_then_seen(steps):
     # The deadline Silence keeps (read after every delivery) is the one worked out from its state,
     # after every change; heard() gives what due() then seen() give, and leaves the same state.

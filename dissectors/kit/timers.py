@@ -88,9 +88,10 @@ class Silence:
     def heard(self, direction: Direction, ts: float, rule: Rule) -> list[Finding] | None:
         """A delivery at ``ts``: the findings :meth:`due` gives then (None when none: a tick did not
         come in time), then :meth:`seen`. :meth:`due` is asked only once ``ts`` has reached the
-        deadline (a side it reports has ``ts - last > limit``, so ``ts >= last + limit``)."""
+        deadline (a side it reports has ``ts - last > limit``, so ``ts >= last + limit``), or when
+        either is NaN (a NaN last time makes the deadline NaN while the other side may be due)."""
         at = self.at
-        found = (self.due(ts, rule) or None) if at is not None and ts >= at else None
+        found = (self.due(ts, rule) or None) if at is not None and not ts < at else None
         self.seen(direction, ts)
         return found
 
