@@ -334,12 +334,6 @@ def _limits(w: _Walk, label: str, plen: int, hlen: int) -> None:
 
 #: The slot descriptor of Field.display, which MessageField words on first read.
 _DISPLAY = Field.__dict__["display"]
-#: Where a frame header keeps user_headers_length and payload_length (two u32), and the reserved
-#: u64 that must be 0 (C, V); the full layouts are FRAME_HEADER, read when a message is looked at.
-_LENGTHS_AT = {"Z1": 48, "Z2": 48, "C": 48, "V": 32}
-_RESERVED_AT = {"C": 56, "V": 40}
-_LENGTHS = struct.Struct("<II")
-_CK_ID = struct.Struct("<QQQ")  # a Z1/Z2/C/V frame's checksum, then its u128 id as two halves
 
 
 class MessageField(LazyChildren):
@@ -462,6 +456,21 @@ _JSON_PLAN = {d: _json_plan(layout) for d, layout in FRAME_HEADER.items()}
 assert all(_JSON_PLAN[d][1].size == HEADER_SIZE[d] for d in FRAME_HEADER)
 
 
+def _head_plan(d: str) -> tuple[struct.Struct, int, int, int, int]:
+    """_frame's reader of dialect ``d``'s frame header: json_value's one struct for all of it, and
+    where its values hold the offset (V: offset_delta), user_headers_length, payload_length and the
+    reserved u64 that must be 0 (0: none). The checksum is value 0 and the u128 id values 1 and 2."""
+    names, st, wide = _JSON_PLAN[d]
+    assert names[:2] == ("checksum", "id") and wide == 1
+    at = {name: i + (i > wide) for i, name in enumerate(names)}  # the id's high half shifts the rest
+    return st, at["offset_delta" if d == "V" else "offset"], at["user_headers_length"], at["payload_length"], \
+        at.get("reserved", 0)
+
+
+#: Dialect -> _frame's reader of its frame header (one unpack a message).
+_HEAD_PLAN = {d: _head_plan(d) for d in FRAME_HEADER}
+
+
 def _with_base(values: dict[str, Any], base: tuple[int, int]) -> dict[str, Any]:
     """A V message's values with the absolute offset and origin timestamp after the deltas they
     are made of (the order of MessageField._build's fields)."""
@@ -502,13 +511,12 @@ def _frame(w: _Walk, i: int, off: int, end: int, base: tuple[int, int] | None = 
     if off + hsize > end:
         w.problems.append(("size", f"message {i}: header needs {hsize} bytes, {end - off} left"))
         return None, off
-    stored, lo, hi = _CK_ID.unpack_from(mv, off)
-    mid = lo | hi << 64
-    hlen, plen = _LENGTHS.unpack_from(mv, off + _LENGTHS_AT[d])
-    if base is None:
-        (moff,) = _U64.unpack_from(mv, off + 24)
-    else:
-        moff = base[0] + _U32.unpack_from(mv, off + 24)[0]
+    st, io, ih, ip, ir = _HEAD_PLAN[d]
+    v = st.unpack_from(mv, off)
+    stored = v[0]
+    mid = v[1] | v[2] << 64
+    hlen, plen = v[ih], v[ip]
+    moff = v[io] if base is None else base[0] + v[io]
     # How problems name the message: made only for a problem (the hot path has none).
     shown_moff = moff if w.polled else None
     if plen > MAX_PAYLOAD or hlen > MAX_USER_HEADERS:
@@ -520,9 +528,8 @@ def _frame(w: _Walk, i: int, off: int, end: int, base: tuple[int, int] | None = 
                                    f"bytes overrun the data by {stop - end} bytes"))
         hf, _ = FRAME_HEADER[d].read_fields(mv, off, p)
         return Field(f"[{i}]", mid, off, end - off, "cut off", [*hf, w.rest("rest", p, end)]), end
-    at = _RESERVED_AT.get(d)
-    if at is not None:
-        (reserved,) = _U64.unpack_from(mv, off + at)
+    if ir:
+        reserved = v[ir]
         if reserved:
             w.problems.append(("reserved", f"{_MessageLabel(i, mid, shown_moff)}: reserved header bytes are "
                                            f"{reserved:#x}, not 0"))
