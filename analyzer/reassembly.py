@@ -160,16 +160,7 @@ class StreamReassembler:
         if seq != self.next_seq or self.rare is not None:
             return -1
         start = self.next_abs
-        n = len(payload)
-        self.next_abs = start + n
-        self.next_seq = (seq + n) & 0xFFFFFFFF
-        tail = self.tail
-        if tail is None:
-            self.tail = bytearray(payload)
-        else:
-            tail += payload
-            if len(tail) > 2 * TAIL_KEEP:
-                self._trim(tail)
+        self._advance(payload, len(payload))
         return start
 
     def segment(self, seq: int, payload: bytes, fin: bool, packet: int, ts: float) -> list[Event]:

@@ -125,7 +125,7 @@ def test_silence_is_longer_than_the_limit_not_equal_to_it():
 
 _times = st.floats(min_value=0.0, max_value=400.0) | st.sampled_from([math.nan, math.inf, 120.0, 120.25])
 _silence_steps = st.lists(st.one_of(
-    st.tuples(st.just("start"), st.sampled_from([0, 5, 10, 0.1]), _times),
+    st.tuples(st.just("start"), st.sampled_from([0, 5, 10, 0.1, math.nan]), _times),
     st.tuples(st.just("seen"), st.sampled_from([C2S, S2C]), _times),
     st.tuples(st.just("heard"), st.sampled_from([C2S, S2C]), _times),
     st.tuples(st.just("due"), _times),

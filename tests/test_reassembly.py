@@ -206,7 +206,8 @@ def _engine_segment(r: StreamReassembler, seq: int, payload: bytes, fin: bool, p
     return r.segment(seq, payload, fin, packet, ts)
 
 
-# Steps on one direction: ("seg", offset from the ISN, length, fin) or ("ack", offset from the ISN).
+# Steps on one direction: ("seg", offset from the ISN, length, fin), ("ack", offset from the ISN),
+# and the two at exactly where the stream stands, which the shortcuts take.
 _steps = st.lists(st.one_of(
     st.tuples(st.just("seg"), st.integers(-20, 400), st.integers(0, 60), st.booleans()),
     st.tuples(st.just("ack"), st.integers(-20, 460)),

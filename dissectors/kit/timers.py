@@ -67,7 +67,7 @@ class Silence:
 
     def seen(self, direction: Direction, ts: float, ref: FrameRef | None = None) -> None:
         # at as _deadline() gives it, from the one side that changed (this runs on every delivery).
-        timed = self.interval > 0 and not self.stopped
+        timed = not self.interval <= 0 and not self.stopped  # _deadline's test, NaN included
         if direction == "c2s":
             self.last_c2s = ts
             self.reported_c2s = False
