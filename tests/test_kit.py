@@ -127,7 +127,7 @@ _times = st.floats(min_value=0.0, max_value=400.0) | st.sampled_from([math.nan, 
 _silence_steps = st.lists(st.one_of(
     st.tuples(st.just("start"), st.sampled_from([0, 5, 10, 0.1, math.nan]), _times),
     st.tuples(st.just("seen"), st.sampled_from([C2S, S2C]), _times),
-    st.tuples(st.just("heard"), st.sampled_from([C2S, S2C]), _times),
+    st.tuples(st.just("delivery"), st.sampled_from([C2S, S2C]), _times),  # due() then seen()
     st.tuples(st.just("due"), _times),
     st.just(("stop",)),
     st.just(("roundtrip",)),
@@ -140,10 +140,11 @@ def _same_float(a: float | None, b: float | None) -> bool:
 
 @settings(max_examples=500, deadline=None)
 @given(steps=_silence_steps)
-@example(steps=[("start", 5, 0.0), ("seen", C2S, math.nan), ("heard", C2S, 11.0)])  # a NaN deadline, the server due
-def test_silence_keeps_its_deadline_and_heard_is_due_then_seen(steps):
+@example(steps=[("start", 5, 0.0), ("seen", C2S, math.nan), ("due", 11.0)])  # a NaN deadline, the server due
+def test_silence_keeps_its_deadline_and_due_looks_only_when_it_may_find(steps):
     # The deadline Silence keeps (read after every delivery) is the one worked out from its state,
-    # after every change; heard() gives what due() then seen() give, and leaves the same state.
+    # after every change; due(), which looks at the sides only once that deadline is reached, gives
+    # what the look at both sides (_due) gives, and leaves the same state.
     s, twin = kit.Silence(), kit.Silence()
     for step in steps:
         if step[0] == "start":
@@ -152,13 +153,14 @@ def test_silence_keeps_its_deadline_and_heard_is_due_then_seen(steps):
         elif step[0] == "seen":
             s.seen(step[1], step[2])
             twin.seen(step[1], step[2])
-        elif step[0] == "heard":
-            got = s.heard(step[1], step[2], SILENCE) or []
-            want = twin.due(step[2], SILENCE)
+        elif step[0] == "delivery":
+            got = s.due(step[2], SILENCE)
+            want = twin._due(step[2], SILENCE)
+            s.seen(step[1], step[2])
             twin.seen(step[1], step[2])
             assert [f.message for f in got] == [f.message for f in want]
         elif step[0] == "due":
-            assert [f.message for f in s.due(step[1], SILENCE)] == [f.message for f in twin.due(step[1], SILENCE)]
+            assert [f.message for f in s.due(step[1], SILENCE)] == [f.message for f in twin._due(step[1], SILENCE)]
         elif step[0] == "stop":
             s.stop()
             twin.stop()
@@ -169,14 +171,14 @@ def test_silence_keeps_its_deadline_and_heard_is_due_then_seen(steps):
         assert repr(encode(s)) == repr(encode(twin))
 
 
-def test_silence_heard_at_exactly_its_deadline():
+def test_silence_due_at_exactly_its_deadline():
     # 0.1 + 0.2 rounds up: at the deadline itself the silence is already longer than the limit
-    # (ts - last > limit), so heard() must ask due() there, not only after it.
+    # (ts - last > limit), so due() must look at the sides there, not only after it.
     s = kit.Silence()
     s.start(0.1, 0.1)
     at = s.deadline()
     assert at == 0.1 + 0.2 and at - 0.1 > 0.2
-    assert [f.message.split()[1] for f in s.heard(C2S, at, SILENCE)] == ["client", "server"]
+    assert [f.message.split()[1] for f in s.due(at, SILENCE)] == ["client", "server"]
 
 
 HANDSHAKE = kit.Machine("handshake", start="idle", rule=ORDER, incomplete=INCOMPLETE, final=frozenset({"open"}),

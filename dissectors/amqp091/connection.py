@@ -166,9 +166,11 @@ class Amqp091Connection(BaseConnection):
         out: list[Event] = []
         silence = self.silence
         if silence is not None and silence.interval:
-            due = silence.heard(direction, ts, R.HEARTBEAT_SILENCE)  # due: when no tick came in time
-            if due:
-                out.extend(due)
+            if not silence.stopped:
+                due = silence.due(ts, R.HEARTBEAT_SILENCE)  # when no tick came in time
+                if due:
+                    out.extend(due)
+            silence.seen(direction, ts)
         if direction is not C2S and direction is not S2C:
             direction = Direction(direction)  # a plain "c2s"/"s2c": the paths below compare by identity
         side = self.side_c2s if direction is C2S else self.side_s2c

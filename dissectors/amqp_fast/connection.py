@@ -121,9 +121,8 @@ class AmqpFastConnection(BaseConnection):
         out: list[Event] = []
         silence = self.silence
         if silence is not None:
-            due = silence.heard(d, ts, R.HEARTBEAT_SILENCE)  # due: when no tick came in time
-            if due:
-                out.extend(due)
+            out.extend(silence.due(ts, R.HEARTBEAT_SILENCE))  # when no tick came in time
+            silence.seen(d, ts)
         # A fragment of the peer still waiting for what follows it: the peer's stream held nothing
         # more when this side went on, so nothing more belongs to the fragment (the peer's octets
         # that come later are judged as commands). This keeps a message's frame before the answer to it.
