@@ -1,3 +1,3 @@
-from analyzer.cli import main
+from analyzer.entry import main
 
 main()

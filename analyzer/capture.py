@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import struct
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from typing import BinaryIO, NamedTuple
 
 CHUNK = 1 << 20
@@ -69,19 +69,20 @@ class _Chunks:
         return self.consumed + self.pos
 
 
-def read_packets(path: str) -> Iterator[RawPacket]:
-    """Every packet of a pcap or pcapng file (gzip-compressed too). Raises CaptureError."""
+def read_packets(path: str) -> Generator[RawPacket, None, int]:
+    """Every packet of a pcap or pcapng file (gzip-compressed too), and at the end how many there
+    were (the generator's return value). Raises CaptureError."""
     try:
         f: BinaryIO = open(path, "rb")  # noqa: SIM115 - closed in the finally below
     except OSError as exc:
         raise CaptureError(f"cannot open {path}: {exc.strerror or exc}") from None
     try:
-        yield from read_opened(f, path)
+        return (yield from read_opened(f, path))
     finally:
         f.close()
 
 
-def read_opened(f: BinaryIO, name: str, what: str = "capture file") -> Iterator[RawPacket]:
+def read_opened(f: BinaryIO, name: str, what: str = "capture file") -> Generator[RawPacket, None, int]:
     """Every packet of an opened capture, read once from its start without seeking: the format told
     by its first bytes, gzip decompressed. Errors name ``name`` (``what`` is what a too short input
     is not). Raises CaptureError; the caller closes ``f``."""
@@ -98,11 +99,10 @@ def read_opened(f: BinaryIO, name: str, what: str = "capture file") -> Iterator[
         if len(head) < 4:
             raise CaptureError(f"{name}: not a {what} (too short)")
         if head in PCAP_MAGIC:
-            yield from _read_pcap(name, _Chunks(f, head))
-        elif head == PCAPNG_SHB:
-            yield from _read_pcapng(name, _Chunks(f, head))
-        else:
-            raise CaptureError(f"{name}: not a pcap or pcapng capture (magic {head.hex()})")
+            return (yield from _read_pcap(name, _Chunks(f, head)))
+        if head == PCAPNG_SHB:
+            return (yield from _read_pcapng(name, _Chunks(f, head)))
+        raise CaptureError(f"{name}: not a pcap or pcapng capture (magic {head.hex()})")
     except (OSError, EOFError) as exc:
         raise CaptureError(f"cannot read {name}: {exc}") from None
     except zlib.error as exc:
@@ -207,7 +207,7 @@ def order_captures(paths: Sequence[str]) -> list[str]:
     return [p for _, _, p in sorted((t, i, p) for i, (t, p) in enumerate(zip(firsts, paths, strict=True)))]
 
 
-def _read_pcap(path: str, ch: _Chunks) -> Iterator[RawPacket]:
+def _read_pcap(path: str, ch: _Chunks) -> Generator[RawPacket, None, int]:
     if not ch.need(24):
         raise CaptureError(f"{path}: truncated pcap file header")
     endian, unit = PCAP_MAGIC[ch.buf[:4]]
@@ -226,7 +226,7 @@ def _read_pcap(path: str, ch: _Chunks) -> Iterator[RawPacket]:
             if not ch.need(16):
                 if len(ch.buf) - ch.pos:
                     raise CaptureError(f"{path}: truncated capture file (partial record header after packet {number})")
-                return
+                return number
             buf, pos, have = ch.buf, ch.pos, len(ch.buf)
         sec, frac, incl, orig = unpack(buf, pos)
         start = pos + 16
@@ -252,7 +252,7 @@ class _Iface(NamedTuple):
     offset: int  # seconds added to every timestamp
 
 
-def _read_pcapng(path: str, ch: _Chunks, hot: bool = True) -> Iterator[RawPacket]:
+def _read_pcapng(path: str, ch: _Chunks, hot: bool = True) -> Generator[RawPacket, None, int]:
     """Every packet of a pcapng file. ``hot=False`` reads every block through the general path
     (tests/test_capture_pcapng.py proves both read the same)."""
     endian = "<"
@@ -284,7 +284,7 @@ def _read_pcapng(path: str, ch: _Chunks, hot: bool = True) -> Iterator[RawPacket
         if not ch.need(12):
             if len(ch.buf) - ch.pos:
                 raise CaptureError(f"{path}: truncated capture file (partial block after packet {number})")
-            return
+            return number
         buf, pos = ch.buf, ch.pos
         if buf[pos:pos + 4] == PCAPNG_SHB:
             bom = buf[pos + 8:pos + 12]

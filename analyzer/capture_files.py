@@ -27,13 +27,12 @@ class CaptureFiles:
         """Every packet of the files in turn; ``read()`` is how many packets the engine has read
         when the first one is asked for (not when this is called: the generator is lazy)."""
         # Counted here rather than read from the engine: the engine keeps its count in a local.
+        # Each file's reader gives its count at the end, so no packet passes through this frame.
         n = read()
         for path in paths:
             self.files.append((n, path))
             self.starts.append(n)
-            for pkt in read_packets(path):
-                n += 1
-                yield pkt
+            n += yield from read_packets(path)
 
     def locate(self, packet: int) -> tuple[str | None, int]:
         """(file, packet number within it) of a packet ordinal; file None when not reading files."""

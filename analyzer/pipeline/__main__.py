@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from analyzer.cli import main
+from analyzer.entry import main
 
 if __name__ == "__main__":
     sys.argv = ["streamproto", "pipeline", *sys.argv[1:]]
