@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import copy
 import enum
-import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
+
+try:  # the built-in module: hashlib would load OpenSSL first, a few % of every start (random.py does the same)
+    from _blake2 import blake2b
+except ImportError:  # a Python built without it
+    from hashlib import blake2b
 
 
 class Direction(enum.StrEnum):
@@ -94,7 +98,7 @@ class Finding:
         baselines), command and field; never packet numbers, times or message text."""
         key = "\x1f".join((self.id, self.service or self.community_id or "", self.command or "",
                             self.field or ""))
-        return hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+        return blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
 
 
 class FrameRef(list):  # type: ignore[type-arg]

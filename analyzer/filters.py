@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from functools import cache
 from typing import Any
 
 from analyzer.api import Field, Finding, Frame
@@ -46,13 +47,19 @@ class FilterError(ValueError):
         self.position = position
 
 
-_TOKEN = re.compile(r"""
+_TOKEN = r"""
     (?P<ws>\s+)
   | (?P<string>"(?:[^"\\]|\\.)*")
   | (?P<unterminated>")
   | (?P<op>==|!=|<=|>=|&&|\|\||[<>!~(){},])
   | (?P<word>[A-Za-z0-9_.:\-+/\[\]*@]+)
-""", re.VERBOSE)
+"""
+
+
+@cache
+def _token_pattern() -> re.Pattern[str]:
+    """Compiled when a filter is first given: most runs have none (it was a percent of every start)."""
+    return re.compile(_TOKEN, re.VERBOSE)
 
 _WORD_OPS = {"eq": "==", "ne": "!=", "lt": "<", "gt": ">", "le": "<=", "ge": ">=", "contains": "contains",
              "matches": "~", "in": "in", "and": "&&", "or": "||", "not": "!"}
@@ -69,8 +76,9 @@ class _Tok:
 def _tokens(text: str) -> list[_Tok]:
     out = []
     pos = 0
+    match = _token_pattern().match
     while pos < len(text):
-        m = _TOKEN.match(text, pos)
+        m = match(text, pos)
         if m is None:
             raise FilterError(f"unexpected character {text[pos]!r}", text, pos)
         kind = m.lastgroup or ""

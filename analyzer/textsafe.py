@@ -13,11 +13,23 @@ escapes control characters itself).
 from __future__ import annotations
 
 import re
+from functools import cache
 
-# C0 controls and DEL, C1 controls, surrogates, line/paragraph separators, and the bidirectional
-# marks, embeddings, overrides and isolates (they reorder a terminal line: "Trojan source").
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff\ufeff]")
-_SURROGATE = re.compile("[\ud800-\udfff]")
+# The patterns are compiled when first needed: most runs never meet text that needs escaping, and
+# compiling these classes was a percent of every start.
+
+
+@cache
+def unsafe_pattern() -> re.Pattern[str]:
+    """C0 controls and DEL, C1 controls, surrogates, line/paragraph separators, and the
+    bidirectional marks, embeddings, overrides and isolates (they reorder a terminal line:
+    "Trojan source")."""
+    return re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff\ufeff]")
+
+
+@cache
+def _surrogates() -> re.Pattern[str]:
+    return re.compile("[\ud800-\udfff]")
 
 
 def _escape(m: re.Match[str]) -> str:
@@ -31,12 +43,15 @@ def safe(text: str) -> str:
     """``text`` with every control character, terminal escape, bidi control and lone surrogate
     escaped; the same object when there is nothing to escape (the common case costs one scan).
 
-    Every character _UNSAFE matches is one ``str.isprintable`` rejects (controls, format
+    Every character unsafe_pattern() matches is one ``str.isprintable`` rejects (controls, format
     characters, separators, surrogates; tests/test_safe_output.py checks every code point), so
     printable text, most of it, is answered by that scan in C without the regular expression."""
-    if text.isprintable() or _UNSAFE.search(text) is None:
+    if text.isprintable():
         return text
-    return _UNSAFE.sub(_escape, text)
+    unsafe = unsafe_pattern()
+    if unsafe.search(text) is None:
+        return text
+    return unsafe.sub(_escape, text)
 
 
 def clip(text: str, limit: int = 512) -> str:
@@ -55,7 +70,7 @@ def json_text(doc: str) -> str:
     """A JSON document (made with ``ensure_ascii=False``) whose strings hold lone surrogates, made
     encodable as UTF-8: each becomes the text ``\\xNN`` (an undecodable wire byte) or ``\\uXXXX``.
     Surrogates only occur inside string literals, so replacing them there keeps the JSON valid."""
-    return _SURROGATE.sub(_json_escape, doc)
+    return _surrogates().sub(_json_escape, doc)
 
 
 def encodable(text: str, encoding: str | None) -> bool:

@@ -8,10 +8,10 @@ signed 16-bit integer, ``l`` a signed 64-bit one, ``x`` a byte array). The spec-
 from __future__ import annotations
 
 import struct
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from decimal import Decimal
 from typing import Any
 
 from analyzer.api import Field
@@ -187,6 +187,9 @@ def _read_value(name: str, buf: memoryview, off: int, end: int, depth: int) -> t
             raise DecodeError(f"{name}: decimal needs 5 bytes", start)
         scale = buf[off]
         (raw_int,) = struct.unpack_from(">i", buf, off + 1)
+        from decimal import (
+            Decimal,  # here: decimal values are rare, and the module is a percent of every start
+        )
         return Field(name, Decimal(raw_int).scaleb(-scale), start, 6), off + 5
     if tag == 0x56:  # V
         return Field(name, None, start, 1, "void"), off
@@ -283,7 +286,8 @@ def encode_value(v: Any) -> bytes:
         return _encode_tagged("l", v)
     if isinstance(v, float):
         return _encode_tagged("d", v)
-    if isinstance(v, Decimal):
+    decimal = sys.modules.get("decimal")  # not imported yet: v is no Decimal (see _read_value)
+    if decimal is not None and isinstance(v, decimal.Decimal):
         return _encode_tagged("D", v)
     if isinstance(v, str):
         return _encode_tagged("S", v)
@@ -319,6 +323,8 @@ def _encode_tagged(tag: str, v: Any) -> bytes:
     if tag == "T":
         return t + _U64.pack(_seconds(v))
     if tag == "D":
+        from decimal import Decimal  # see _read_value
+
         d = Decimal(v)
         exp = d.as_tuple().exponent
         scale = -exp if isinstance(exp, int) and exp < 0 else 0
