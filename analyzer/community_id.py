@@ -4,13 +4,14 @@ Zeek and Suricata log, so a conversation here can be matched with their records.
 from __future__ import annotations
 
 import base64
-import socket
 import struct
 
 try:  # the built-in module: hashlib would load OpenSSL first, a few % of every start (random.py does the same)
     from _sha1 import sha1
 except ImportError:  # a Python built without it
     from hashlib import sha1
+
+from analyzer.packets import packed_address
 
 
 def community_id(a: tuple[str, int], b: tuple[str, int], proto: int = 6, seed: int = 0) -> str:
@@ -22,7 +23,3 @@ def community_id(a: tuple[str, int], b: tuple[str, int], proto: int = 6, seed: i
     digest = sha1(struct.pack("!H", seed) + ia + ib + struct.pack("!BxHH", proto, pa, pb)).digest()
     return "1:" + base64.b64encode(digest).decode("ascii")
 
-
-def packed_address(ip: str) -> bytes:
-    """An address as packets carry it (4 bytes for IPv4, 16 for IPv6)."""
-    return socket.inet_pton(socket.AF_INET6 if ":" in ip else socket.AF_INET, ip)

@@ -5,11 +5,15 @@ Plain ``struct`` over bytes; no scapy on this path. Anything that is not TCP is 
 
 from __future__ import annotations
 
-import socket
 import struct
 from typing import NamedTuple
 
 from analyzer.capture import RawPacket
+
+try:  # the C module's own functions: socket.py's enum conversions were 15M instructions of every start
+    from _socket import AF_INET, AF_INET6, inet_ntop, inet_pton
+except ImportError:  # a Python without it
+    from socket import AF_INET, AF_INET6, inet_ntop, inet_pton
 
 FIN, SYN, RST, PSH, ACK = 0x01, 0x02, 0x04, 0x08, 0x10
 
@@ -55,8 +59,13 @@ def flow_key(src: tuple[str, int], dst: tuple[str, int]) -> bytes:
     address (4 or 16 bytes each), source port, destination port. One bytes object is the cheapest
     dictionary key for it (a tuple of strings and ints costs three times as much), and the packet
     loop cuts it from a packet with one slice."""
-    fam = socket.AF_INET6 if ":" in src[0] else socket.AF_INET
-    return socket.inet_pton(fam, src[0]) + socket.inet_pton(fam, dst[0]) + _ports(src[1], dst[1])
+    fam = AF_INET6 if ":" in src[0] else AF_INET
+    return inet_pton(fam, src[0]) + inet_pton(fam, dst[0]) + _ports(src[1], dst[1])
+
+
+def packed_address(ip: str) -> bytes:
+    """An address as packets carry it (4 bytes for IPv4, 16 for IPv6)."""
+    return inet_pton(AF_INET6 if ":" in ip else AF_INET, ip)
 
 
 def reverse_key(key: bytes) -> bytes:
@@ -108,12 +117,12 @@ class LinkDecoder:
         not grow them forever."""
         if len(self.pairs) > _CACHE:
             self.pairs.clear()
-        pair = (self._addr(self._v4, socket.AF_INET, addrs[:4]), self._addr(self._v4, socket.AF_INET, addrs[4:]))
+        pair = (self._addr(self._v4, AF_INET, addrs[:4]), self._addr(self._v4, AF_INET, addrs[4:]))
         self.pairs[addrs] = pair
         return pair
 
     def _addr6(self, raw: bytes) -> str:
-        return self._addr(self._v6, socket.AF_INET6, raw)
+        return self._addr(self._v6, AF_INET6, raw)
 
     @staticmethod
     def _addr(cache: dict[bytes, str], family: int, raw: bytes) -> str:
@@ -121,7 +130,7 @@ class LinkDecoder:
         if text is None:
             if len(cache) > _CACHE:
                 cache.clear()
-            text = cache[raw] = socket.inet_ntop(family, raw)
+            text = cache[raw] = inet_ntop(family, raw)
         return text
 
     def decode(self, pkt: RawPacket) -> TcpSegment | None:
