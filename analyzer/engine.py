@@ -865,7 +865,8 @@ class Analyzer:
         n_frames = 0
         # A findings-only run gives back the findings, the frames that carry findings, and the
         # responses to requests given back; the other frames are only counted, and their segments
-        # consumed, without being stamped unless a later finding may name them (an anchor).
+        # consumed, without being stamped (an anchor, which a later finding may name, learns its
+        # packet).
         drop = self.findings_only
         kept: list[Event] = []
         for ev in events:
@@ -907,7 +908,13 @@ class Analyzer:
                             _shown_request(conv, ref)
                     else:
                         keep = request is not None and _answers_shown(conv, request)
-                    if not keep and ref is None and not ev.dialect:
+                    if not keep:
+                        # Not given back, so its own fields are never read: what outlives it is
+                        # the packet a later finding can name (its anchor) and the dialect it saw.
+                        if ref is not None:
+                            ref[2] = last
+                        if ev.dialect:
+                            info.dialect = ev.dialect
                         continue
                 ev.packets = packets if packets is not None else (last, last)
                 ev.ts = fts
