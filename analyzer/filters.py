@@ -61,6 +61,7 @@ def _token_pattern() -> re.Pattern[str]:
     """Compiled when a filter is first given: most runs have none (it was a percent of every start)."""
     return re.compile(_TOKEN, re.VERBOSE)
 
+
 _WORD_OPS = {"eq": "==", "ne": "!=", "lt": "<", "gt": ">", "le": "<=", "ge": ">=", "contains": "contains",
              "matches": "~", "in": "in", "and": "&&", "or": "||", "not": "!"}
 _COMPARE = {"==", "!=", "<", ">", "<=", ">=", "contains", "~"}
