@@ -94,3 +94,31 @@ def test_a_shown_last_body_frame_still_previews_the_bytes_of_left_out_ones() -> 
     assert check(rec) == 3  # the header and the first two body frames
     shown = [e for call, _ in run(rec, True) for e, _ in call if e[0] == "frame" and e[4] == "ContentBody"]
     assert len(shown) == 1 and "abcdefghijkl" in shown[0][6] and shown[0][9]
+
+
+def test_a_frame_made_for_a_finding_keeps_what_its_action_wrote(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A findings-only run's action of a method without content (ack, nack, reject) writes into a
+    # scratch frame, and a frame is made only when it found something. No action now both finds
+    # something and adds a computed field (settle does one or the other), so a probe does both:
+    # the frame made must carry the field as the full run's frame does, and the next one must not.
+    from dissectors.amqp091 import hotpath
+    from dissectors.amqp091 import rules as R
+    from dissectors.kit.lazy import add_computed
+
+    def probe(act):  # noqa: ANN001, ANN202 - the hot path's action signature
+        def probed(conn, d, ch, meth, values, frame):  # noqa: ANN001, ANN202
+            text = act(conn, d, ch, meth, values, frame)
+            add_computed(frame, "probe", values.get("delivery_tag"), "probe")
+            if values.get("delivery_tag", 0) % 2:
+                frame.findings.append(R.ACK_UNKNOWN_TAG("probe"))
+            return text
+        return probed
+
+    for table in hotpath._HOT_METHODS.values():
+        for key, (meth, validate, act) in list(table.items()):
+            if not meth.content:
+                monkeypatch.setitem(table, key, (meth, validate, probe(act)))
+    rec = busy_session()
+    check(rec)
+    shown = [e for call, _ in run(rec, True) for e, _ in call if e[0] == "frame" and e[4] in ("Basic.Ack", "Basic.Nack")]
+    assert shown and all('"probe": ' in e[8] and e[9] for e in shown)

@@ -100,8 +100,28 @@ def _hot_method(conn: Amqp091Connection, d: Direction, data: bytes, pos: int, st
     values = validate(raw, 7 + size)
     if values is None:
         return 0
-    frame = LazyFrame(d, base + pos, size + 8, meth.name, meth.code, [], raw, build_method, meth)
     leave_out = conn.leave_out
+    if leave_out and not meth.content:
+        # A findings-only run gives a method without content (an ack, nack or reject) only when
+        # its action found something: nothing else points at it (no action anchors one). The
+        # action writes into the scratch frame, and a frame is made only for what it found.
+        scratch = _SCRATCH
+        try:
+            extra = act(conn, d, ch, meth, values, scratch)
+            if not scratch.findings:
+                conn.frames_left_out += 1
+                return stop
+            frame = LazyFrame(d, base + pos, size + 8, meth.name, meth.code, scratch.findings, raw, build_method,
+                              meth)
+            frame._extra = scratch._extra
+        finally:
+            scratch.findings = []
+            scratch._extra = None
+        if extra:
+            frame._info_extra = extra
+        out.append(frame)
+        return stop
+    frame = LazyFrame(d, base + pos, size + 8, meth.name, meth.code, [], raw, build_method, meth)
     if not leave_out:
         out.append(frame)
     extra = act(conn, d, ch, meth, values, frame)
@@ -259,6 +279,11 @@ _HOT = (_not_hot, _hot_method, _hot_header, _hot_body, _not_hot, _not_hot, _not_
 #: takes: those none of whose own checks can fire on an open channel (not obsolete, no reply code,
 #: neither request nor reply of a synchronous exchange, not of class connection/channel). Which
 #: methods qualify is data (FAST and the method table); the differential test proves the rest.
+#: What a findings-only run's action of a method without content writes into (_hot_method): its
+#: findings and computed fields, taken by the frame made when it found something, and emptied after
+#: every use (a connection's bytes are fed to the end before another's).
+_SCRATCH = LazyFrame(C2S, 0, 0, "", None, [], b"", build_method, None)
+
 _HOT_METHODS: dict[Direction, dict[tuple[int, int], tuple[Method, Any, Any]]] = {Direction.C2S: {}, Direction.S2C: {}}
 for _code, _validate in FAST.items():
     _meth = METHODS[_code]
