@@ -59,8 +59,7 @@ def flow_key(src: tuple[str, int], dst: tuple[str, int]) -> bytes:
     address (4 or 16 bytes each), source port, destination port. One bytes object is the cheapest
     dictionary key for it (a tuple of strings and ints costs three times as much), and the packet
     loop cuts it from a packet with one slice."""
-    fam = AF_INET6 if ":" in src[0] else AF_INET
-    return inet_pton(fam, src[0]) + inet_pton(fam, dst[0]) + _ports(src[1], dst[1])
+    return packed_address(src[0]) + packed_address(dst[0]) + _ports(src[1], dst[1])
 
 
 def packed_address(ip: str) -> bytes:

@@ -275,15 +275,15 @@ def _not_hot(conn: Amqp091Connection, d: Direction, data: bytes, pos: int, stop:
 #: Frame type -> its hot path (heartbeats are rare; unknown types always need a word).
 _HOT = (_not_hot, _hot_method, _hot_header, _hot_body, _not_hot, _not_hot, _not_hot, _not_hot, _not_hot)
 
-#: Per sender: (class id, method id) -> (method, layout check, action) of the methods the hot path
-#: takes: those none of whose own checks can fire on an open channel (not obsolete, no reply code,
-#: neither request nor reply of a synchronous exchange, not of class connection/channel). Which
-#: methods qualify is data (FAST and the method table); the differential test proves the rest.
 #: What a findings-only run's action of a method without content writes into (_hot_method): its
 #: findings and computed fields, taken by the frame made when it found something, and emptied after
 #: every use (a connection's bytes are fed to the end before another's).
 _SCRATCH = LazyFrame(C2S, 0, 0, "", None, [], b"", build_method, None)
 
+#: Per sender: (class id, method id) -> (method, layout check, action) of the methods the hot path
+#: takes: those none of whose own checks can fire on an open channel (not obsolete, no reply code,
+#: neither request nor reply of a synchronous exchange, not of class connection/channel). Which
+#: methods qualify is data (FAST and the method table); the differential test proves the rest.
 _HOT_METHODS: dict[Direction, dict[tuple[int, int], tuple[Method, Any, Any]]] = {Direction.C2S: {}, Direction.S2C: {}}
 for _code, _validate in FAST.items():
     _meth = METHODS[_code]

@@ -187,9 +187,8 @@ def _read_value(name: str, buf: memoryview, off: int, end: int, depth: int) -> t
             raise DecodeError(f"{name}: decimal needs 5 bytes", start)
         scale = buf[off]
         (raw_int,) = struct.unpack_from(">i", buf, off + 1)
-        from decimal import (
-            Decimal,  # here: decimal values are rare, and the module is a percent of every start
-        )
+        # Imported here: decimal values are rare, and the module is a percent of every start.
+        from decimal import Decimal
         return Field(name, Decimal(raw_int).scaleb(-scale), start, 6), off + 5
     if tag == 0x56:  # V
         return Field(name, None, start, 1, "void"), off
