@@ -39,9 +39,14 @@ class RawPacket(NamedTuple):
 
 
 class _Chunks:
-    """A window over a binary file that hands out byte ranges without re-reading."""
+    """A window over a binary file that hands out byte ranges without re-reading.
 
-    __slots__ = ("f", "buf", "pos", "consumed", "eof")
+    The window is one read of the file, used as it is: only a record that straddles two reads is
+    copied, stitched from its two pieces, and the window then moves on to the rest of the later
+    read (``spare`` from ``spare_at``). Copying every read onto the previous one's leftover copied
+    the whole file once more."""
+
+    __slots__ = ("f", "buf", "pos", "consumed", "eof", "spare", "spare_at")
 
     def __init__(self, f: BinaryIO, head: bytes = b"") -> None:
         self.f = f
@@ -49,19 +54,33 @@ class _Chunks:
         self.pos = 0
         self.consumed = 0  # file offset of buf[0]
         self.eof = False
+        # Read but not yet in the window; buf always ends where spare[spare_at] begins in the file.
+        self.spare = b""
+        self.spare_at = 0
 
     def need(self, n: int) -> bool:
         """Make ``n`` bytes available from ``pos``; False at end of file."""
         while len(self.buf) - self.pos < n:
-            if self.eof:
-                return False
-            more = self.f.read(max(CHUNK, n))
-            if not more:
-                self.eof = True
-                return False
-            self.consumed += self.pos
-            self.buf = self.buf[self.pos:] + more
-            self.pos = 0
+            left = len(self.buf) - self.pos
+            spare, at = self.spare, self.spare_at
+            if at == len(spare):
+                if self.eof:
+                    return False
+                spare = self.f.read(max(CHUNK, n - left))
+                if not spare:
+                    self.eof = True
+                    return False
+                self.spare, at = spare, 0
+            if left:
+                piece = spare[at:at + n - left]
+                self.consumed += self.pos
+                self.buf = self.buf[self.pos:] + piece
+                self.pos = 0
+                self.spare_at = at + len(piece)
+            else:
+                self.consumed += len(self.buf) - at
+                self.buf, self.pos = spare, at
+                self.spare, self.spare_at = b"", 0
         return True
 
     @property

@@ -103,8 +103,9 @@ class StreamReassembler:
         self.next_seq: int | None = None  # sequence number of the next expected byte
         self.next_abs = 0  # its stream offset
         # Delivered bytes not yet acknowledged, ending at next_abs (so starting at :attr:`tail_start`,
-        # not kept); None, not an empty bytearray, when there are none (idle directions).
-        self.tail: bytearray | None = None
+        # not kept); None, not an empty bytearray, when there are none (idle directions). A single
+        # segment's bytes are held as they came, not copied: most are acknowledged before the next.
+        self.tail: bytes | bytearray | None = None
         self.acked_abs = 0  # highest offset the peer acknowledged
         # Out-of-order data and the FIN's offset (see :class:`Rare`); None while there are none.
         self.rare: Rare | None = None
@@ -253,7 +254,10 @@ class StreamReassembler:
             if cut >= len(tail):
                 self.tail = None
             elif cut > 0:
-                del tail[:cut]
+                if type(tail) is bytearray:
+                    del tail[:cut]
+                else:
+                    self.tail = tail[cut:]
         order = rare.order if rare is not None else None
         if order and a > self.next_abs:
             out: list[Event] = []
@@ -314,8 +318,10 @@ class StreamReassembler:
         self.next_seq = (self.next_seq + n) % MOD  # type: ignore[operator]
         tail = self.tail
         if tail is None:
-            self.tail = bytearray(payload)
+            self.tail = payload if type(payload) is bytes else bytearray(payload)
         else:
+            if type(tail) is not bytearray:
+                self.tail = tail = bytearray(tail)
             tail += payload
             if len(tail) > 2 * TAIL_KEEP:
                 self._trim(tail)

@@ -155,3 +155,54 @@ def test_corrupt_gzip_data_is_a_capture_error_after_what_was_readable(tmp_path: 
     assert r.stderr.startswith("streamproto: ") and r.stderr.count("\n") == 1, r.stderr
     if where > 0.5:  # corrupt late: the packets before it were shown
         assert r.stdout.count("\n#") > 5
+
+
+def _read_with_chunk(data: bytes, chunk: int) -> tuple[list[tuple], str | None]:
+    from analyzer import capture
+
+    old = capture.CHUNK
+    capture.CHUNK = chunk
+    got: list[tuple] = []
+    try:
+        for p in capture.read_opened(io.BytesIO(data), "f"):
+            got.append(tuple(p))
+    except CaptureError as exc:
+        return got, str(exc)
+    finally:
+        capture.CHUNK = old
+    return got, None
+
+
+@pytest.mark.parametrize("fmt", ["pcap", "pcapng"])
+def test_every_read_size_reads_the_same(fmt: str):
+    """Records straddling two reads are stitched from their pieces, and the window then goes on in
+    the later read: whatever the read size, the same packets, the same error at the same byte."""
+    c = TcpConversation(ts=TS)
+    c.handshake()
+    for i in range(12):
+        c.send("c2s" if i % 2 else "s2c", bytes(range(256)) * (i + 1), mss=300 + 37 * i)
+    c.close()
+    buf = io.BytesIO()
+    CaptureWriter(buf, fmt=fmt).write_segments(c.segments)
+    whole = buf.getvalue()
+    bad = bytearray(whole)
+    at = len(whole) // 2
+    if fmt == "pcapng":
+        # a block length that is not a multiple of 4, at the block found from the middle on
+        at = whole.index(b"\x06\x00\x00\x00", at)
+        bad[at + 4:at + 8] = struct.pack("<I", 0x101)
+    else:
+        # a record length past any limit, in the record header found from the middle on
+        pos = 24
+        while pos < at:
+            pos += 16 + struct.unpack_from("<I", whole, pos + 8)[0]
+        bad[pos + 8:pos + 12] = struct.pack("<I", 0xFFFFFFF0)
+    cases = [whole, whole[:-7], whole[:len(whole) // 3], bytes(bad)]
+    for data in cases:
+        expect = _read_with_chunk(data, 1 << 20)
+        assert expect[0], "some packets are read before the end or the error"
+        for chunk in (1, 5, 16, 17, 100, 301, 1000, 4096):
+            assert _read_with_chunk(data, chunk) == expect, (chunk, len(data))
+    assert _read_with_chunk(whole, 1 << 20)[1] is None
+    assert "truncated" in _read_with_chunk(whole[:-7], 1 << 20)[1]
+    assert "corrupt" in _read_with_chunk(bytes(bad), 1 << 20)[1]

@@ -258,3 +258,25 @@ def test_peer_ack_shortcut_is_taken_and_drops_the_acknowledged_tail():
     assert r.tail == bytearray(b"abcd")
     assert r.peer_ack(5, 2, 0.0) == []
     assert (r.acked_abs, r.tail) == (4, None)
+
+
+def test_partial_acknowledgement_keeps_only_the_unacknowledged_tail():
+    """One segment's bytes are held as they came (not copied), several are joined: either way a
+    partial acknowledgement leaves exactly the unacknowledged bytes, and only those are compared
+    with a retransmission."""
+    for segs in ([b"abcdefgh"], [b"abc", b"defgh"]):
+        r = StreamReassembler()
+        r.syn(0)
+        seq = 1
+        for s in segs:
+            r.segment(seq, s, False, 1, 0.0)
+            seq += len(s)
+        assert bytes(r.tail) == b"abcdefgh"
+        assert r.peer_ack(4, 2, 0.0) == []  # bytes 0-2 acknowledged
+        assert (r.acked_abs, r.tail_start, bytes(r.tail)) == (3, 3, b"defgh")
+        # acknowledged bytes sent again with other content: not compared
+        assert r.segment(1, b"XYZ", False, 3, 0.0) == []
+        # unacknowledged ones are
+        notes = r.segment(4, b"dXf", False, 4, 0.0)
+        assert len(notes) == 1 and isinstance(notes[0], Note) and "3 bytes at stream offset 3" in notes[0].finding.message
+        assert r.peer_ack(9, 5, 0.0) == [] and r.tail is None
