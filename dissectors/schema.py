@@ -10,7 +10,7 @@ subclass with their own ``read``/``write``.
 from __future__ import annotations
 
 import struct
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,14 +97,14 @@ class Prefixed(WireType):
         """The value alone (None: the null length) and where it ends; what :meth:`read` wraps."""
         hs = self._st.size
         if off + hs > end:
-            raise DecodeError(f"{name}: length prefix needs {hs} bytes, {max(end - off, 0)} left", off)
+            raise _no_prefix(name, hs, off, end)
         (n,) = self._st.unpack_from(buf, off)
         if self.null is not None and n == self.null:
             return None, off + hs
         if n < 0:
             raise DecodeError(f"{name}: negative length {n}", off)
         if off + hs + n > end:
-            raise DecodeError(f"{name}: length {n} overruns the frame by {off + hs + n - end} bytes", off)
+            raise _overrun(name, n, off + hs + n - end, off)
         raw = bytes(buf[off + hs:off + hs + n])
         if self.text:
             try:
@@ -126,19 +126,36 @@ class Struct(WireType):
     """Fields back to back. Consecutive ``Bit`` fields share octets, low bit first (AMQP rule), or
     high bit first with ``msb_first`` (for protocols whose spec leaves the order open)."""
 
-    __slots__ = ("doc", "fields", "msb_first", "_plan")
+    __slots__ = ("doc", "fields", "msb_first", "_plan", "_reader", "_uses")
 
     def __init__(self, *fields: F, doc: str = "struct", msb_first: bool = False) -> None:
         self.doc = doc
         self.fields: tuple[F, ...] = fields
         self.msb_first = msb_first
         self._plan: list[tuple[int, bool, Any, Any, int]] | None = None
+        self._reader: Callable[[memoryview | bytes, int, int], tuple[dict[str, Any], int]] | None = None
+        self._uses = 0
 
     def read_values(self, buf: memoryview | bytes, off: int, end: int) -> tuple[dict[str, Any], int]:
         """What ``field_values(read_fields(...)[0])`` gives, and the same end, without a Field per
         value: for decoders that check values now and build the tree only when a view asks for it.
         Raises DecodeError where read_fields does (its message may differ: callers that report it
-        decode again with read_fields). tests/test_schema_values.py holds the two to each other."""
+        decode again with read_fields). tests/test_schema_values.py holds the two to each other.
+
+        A layout's first uses walk its plan (:meth:`_walk`); once it is used often, its plan is
+        written out as code (:func:`_values_reader`), which costs a compilation (about 90 µs, some
+        tens of walks) and then reads without the walk's per-step work. Most layouts of a capture
+        are used a few times (handshakes, rare commands); a few carry the traffic."""
+        reader = self._reader
+        if reader is not None:
+            return reader(buf, off, end)
+        self._uses += 1
+        if self._uses >= COMPILE_AFTER:
+            self._reader = _values_reader(self)
+        return self._walk(buf, off, end)
+
+    def _walk(self, buf: memoryview | bytes, off: int, end: int) -> tuple[dict[str, Any], int]:
+        """read_values by walking the plan, step by step."""
         plan = self._plan
         if plan is None:
             plan = self._plan = _values_plan(self)
@@ -148,7 +165,7 @@ class Struct(WireType):
                 break
             if kind == _INTS:  # a run of plain integers: one unpack
                 if off + size > end:
-                    raise DecodeError(f"{a[0]}..: needs {size} bytes, {max(end - off, 0)} left", off)
+                    raise _needs(a[0] + "..", size, off, end)
                 if len(a) == 1:
                     out[a[0]] = b.unpack_from(buf, off)[0]
                 else:
@@ -156,7 +173,7 @@ class Struct(WireType):
                 off += size
             elif kind == _BITS:  # the bits of one octet
                 if off >= end:
-                    raise DecodeError(f"{a[0]}: needs 1 byte, 0 left", off)
+                    raise _needs(a[0][0], 1, off, end)
                 octet = buf[off]
                 off += 1
                 for name, shift in a:
@@ -308,6 +325,8 @@ class Rest(WireType):
 
 
 _INTS, _BITS, _PREFIXED, _OTHER = range(4)
+#: Uses of a layout's read_values after which its plan is written out as code.
+COMPILE_AFTER = 32
 
 
 def _values_plan(layout: Struct) -> list[tuple[int, bool, Any, Any, int]]:
@@ -368,6 +387,73 @@ def field_values(fields: Sequence[Field]) -> dict[str, Any]:
     for f in fields:
         out[f.name] = _plain(f)
     return out
+
+
+def _values_reader(layout: Struct) -> Callable[[memoryview | bytes, int, int], tuple[dict[str, Any], int]]:
+    """Struct.read_values for ``layout``: its plan's steps written out once as straight-line code,
+    so that reading a command's values runs no loop over steps, unpacks no step tuples and compares
+    no kinds. Gives what Struct._walk gives (tests/test_schema_values.py)."""
+    ns: dict[str, Any] = {"_needs": _needs, "_no_prefix": _no_prefix, "_overrun": _overrun, "_plain": _plain,
+                          "memoryview": memoryview}
+    code = ["def read_values(buf, off, end):", "    out = {}"]
+    plan = layout._plan
+    if plan is None:
+        plan = layout._plan = _values_plan(layout)
+    for i, (kind, optional, a, b, size) in enumerate(plan):
+        if optional:
+            code.append("    if off >= end:")
+            code.append("        return out, off")
+        if kind == _INTS:  # a run of plain integers: one unpack
+            ns[f"u{i}"] = b.unpack_from
+            code.append(f"    if off + {size} > end:")
+            code.append(f"        raise _needs({a[0] + '..'!r}, {size}, off, end)")
+            targets = ", ".join(f"out[{name!r}]" for name in a)
+            code.append(f"    {targets}{',' if len(a) == 1 else ''} = u{i}(buf, off)")
+            code.append(f"    off += {size}")
+        elif kind == _BITS:  # the bits of one octet
+            code.append("    if off >= end:")
+            code.append(f"        raise _needs({a[0][0]!r}, 1, off, end)")
+            code.append("    octet = buf[off]")
+            code.append("    off += 1")
+            code += [f"    out[{name!r}] = (octet & {1 << shift}) != 0" for name, shift in a]
+        elif kind == _PREFIXED and b.null is None and b._st.format in (">B", "B", "<B", "!B"):
+            # An octet's length, no null: Prefixed.value's steps for it, written out.
+            code.append("    if off >= end:")
+            code.append(f"        raise _no_prefix({a!r}, 1, off, end)")
+            code.append("    stop = off + 1 + buf[off]")
+            code.append("    if stop > end:")
+            code.append(f"        raise _overrun({a!r}, stop - off - 1, stop - end, off)")
+            code.append("    raw = bytes(buf[off + 1:stop])")
+            if b.text:
+                code.append("    try:")
+                code.append(f"        out[{a!r}] = raw.decode('utf-8')")
+                code.append("    except UnicodeDecodeError:")
+                code.append(f"        out[{a!r}] = raw")
+            else:
+                code.append(f"    out[{a!r}] = raw")
+            code.append("    off = stop")
+        elif kind == _PREFIXED:
+            ns[f"p{i}"] = b.value
+            code.append(f"    out[{a!r}], off = p{i}({a!r}, buf, off, end)")
+        else:  # the type's own reader, which may want the memoryview read_fields gives it
+            ns[f"r{i}"], ns[f"s{i}"] = b.type.read, b
+            code.append(f"    f, off = r{i}({a!r}, buf if type(buf) is memoryview else memoryview(buf), off, end, s{i})")
+            code.append(f"    out[{a!r}] = _plain(f)")
+    code.append("    return out, off")
+    exec("\n".join(code), ns)  # noqa: S102 - source made above from the layout's own names and sizes
+    return ns["read_values"]
+
+
+def _no_prefix(name: str, size: int, off: int, end: int) -> DecodeError:
+    return DecodeError(f"{name}: length prefix needs {size} bytes, {max(end - off, 0)} left", off)
+
+
+def _overrun(name: str, n: int, by: int, off: int) -> DecodeError:
+    return DecodeError(f"{name}: length {n} overruns the frame by {by} bytes", off)
+
+
+def _needs(what: str, size: int, off: int, end: int) -> DecodeError:
+    return DecodeError(f"{what}: needs {size} byte{'s' if size != 1 else ''}, {max(end - off, 0)} left", off)
 
 
 def _plain(f: Field) -> Any:

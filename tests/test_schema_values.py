@@ -20,7 +20,7 @@ import analyzer.cli as cli
 import dissectors
 from dissectors.amqp_fast.commands import BY_CODE, browse_without_tag, head_layout, layout
 from dissectors.amqp_fast.wire import Encoding
-from dissectors.schema import DecodeError, Struct, field_values
+from dissectors.schema import DecodeError, Struct, _values_reader, field_values
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -43,18 +43,35 @@ LAYOUTS = _layouts()
 _ALPHABET = bytes([0, 0, 0, 1, 2, 3, 4, 0xFF, 0x80, 0x41, 0x53, 0xC3, 0xA9])
 
 
+_COMPILED: dict[int, object] = {}
+
+
+def _typed(result: tuple) -> tuple:
+    """A result with each value's type beside it (True == 1, yet a bit is no integer)."""
+    return result if result[0] == "error" else ("ok", [(k, type(v), v) for k, v in result[1].items()], result[2])
+
+
 def _both(layout: Struct, data: bytes, start: int, end: int) -> tuple:
+    """read_fields' values, and read_values' (its walk and its written-out code, which must agree)."""
     try:
         fields, stop = layout.read_fields(memoryview(data), start, end)
         tree = ("ok", field_values(fields), stop)
     except DecodeError:
         tree = ("error",)
-    try:
-        values, stop = layout.read_values(data, start, end)
-        flat = ("ok", values, stop)
-    except DecodeError:
-        flat = ("error",)
-    return tree, flat
+    compiled = _COMPILED.get(id(layout))
+    if compiled is None:
+        compiled = _COMPILED[id(layout)] = _values_reader(layout)
+    flats = []
+    for read in (layout.read_values, layout._walk, compiled):
+        try:
+            values, stop = read(data, start, end)  # type: ignore[operator]
+            flats.append(("ok", values, stop))
+        except DecodeError:
+            flats.append(("error",))
+    assert _typed(flats[1]) == _typed(flats[2]) == _typed(flats[0]), (layout.doc, data.hex())
+    if tree[0] == "ok":
+        assert _typed(tree) == _typed(flats[0]), (layout.doc, data.hex())
+    return tree, flats[0]
 
 
 def test_the_layouts_are_found():
