@@ -9,9 +9,8 @@ length prefix of long strings and of field tables.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from analyzer.api import Field
 from dissectors.schema import DecodeError, F, Int, Prefixed, WireType
@@ -46,9 +45,10 @@ class Date(WireType):
 DATE = Date()
 
 
-@dataclass(frozen=True)
-class Encoding:
-    """The choices the RFC leaves open, as one value (what the options set)."""
+class Encoding(NamedTuple):
+    """The choices the RFC leaves open, as one value (what the options set). A named tuple: every
+    command's layout is looked up by (code, encoding), and a dataclass hashed and compared there
+    in Python."""
 
     bit_order: str = "lsb"  # "lsb": the first bit field in the lowest bit (as AMQP 0-8/0-9-1); "msb"
     long_string_length: int = 2  # octets of a long string's length prefix (the ABNF: short-integer)
