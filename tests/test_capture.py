@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.capture import CaptureError, read_packets
+from analyzer import capture
+from analyzer.capture import CaptureError, read_opened, read_packets
 from analyzer.pcapwrite import CaptureWriter, TcpConversation, ip_packet
 
 TS = 1_700_000_000.25
@@ -157,24 +158,20 @@ def test_corrupt_gzip_data_is_a_capture_error_after_what_was_readable(tmp_path: 
         assert r.stdout.count("\n#") > 5
 
 
-def _read_with_chunk(data: bytes, chunk: int) -> tuple[list[tuple], str | None]:
-    from analyzer import capture
-
-    old = capture.CHUNK
-    capture.CHUNK = chunk
+def _read_all(data: bytes) -> tuple[list[tuple], str | None]:
+    """Every packet read from ``data`` (as plain tuples), then the error message or None."""
     got: list[tuple] = []
+    packets = read_opened(io.BytesIO(data), "f")
     try:
-        for p in capture.read_opened(io.BytesIO(data), "f"):
+        for p in packets:
             got.append(tuple(p))
     except CaptureError as exc:
         return got, str(exc)
-    finally:
-        capture.CHUNK = old
     return got, None
 
 
 @pytest.mark.parametrize("fmt", ["pcap", "pcapng"])
-def test_every_read_size_reads_the_same(fmt: str):
+def test_every_read_size_reads_the_same(fmt: str, monkeypatch: pytest.MonkeyPatch):
     """Records straddling two reads are stitched from their pieces, and the window then goes on in
     the later read: whatever the read size, the same packets, the same error at the same byte."""
     c = TcpConversation(ts=TS)
@@ -198,11 +195,10 @@ def test_every_read_size_reads_the_same(fmt: str):
             pos += 16 + struct.unpack_from("<I", whole, pos + 8)[0]
         bad[pos + 8:pos + 12] = struct.pack("<I", 0xFFFFFFF0)
     cases = [whole, whole[:-7], whole[:len(whole) // 3], bytes(bad)]
-    for data in cases:
-        expect = _read_with_chunk(data, 1 << 20)
-        assert expect[0], "some packets are read before the end or the error"
-        for chunk in (1, 5, 16, 17, 100, 301, 1000, 4096):
-            assert _read_with_chunk(data, chunk) == expect, (chunk, len(data))
-    assert _read_with_chunk(whole, 1 << 20)[1] is None
-    assert "truncated" in _read_with_chunk(whole[:-7], 1 << 20)[1]
-    assert "corrupt" in _read_with_chunk(bytes(bad), 1 << 20)[1]
+    expect = [_read_all(data) for data in cases]
+    assert all(got for got, _ in expect), "some packets are read before the end or the error"
+    assert [err is None or err.split(":")[1].split()[0] for _, err in expect] == [True, "truncated", "truncated",
+                                                                                  "corrupt"]
+    for chunk in (1, 5, 16, 17, 100, 301, 1000, 4096):
+        monkeypatch.setattr(capture, "CHUNK", chunk)
+        assert [_read_all(data) for data in cases] == expect, chunk
