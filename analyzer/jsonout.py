@@ -237,6 +237,33 @@ if os.environ.get("STREAMPROTO_JSON") != "stdlib":
 _FAST = None if _orjson is None else _orjson.dumps
 _NEWLINE = 0 if _orjson is None else _orjson.OPT_APPEND_NEWLINE
 _REFUSED = TypeError if _orjson is None else _orjson.JSONEncodeError
+# orjson writes WideInt (below) as its digits where it has fragments of JSON text (orjson.Fragment,
+# see _orjson_again). An orjson without them leaves such objects to the standard library.
+_FRAGMENT = getattr(_orjson, "Fragment", None)
+_PASSTHROUGH = _orjson.OPT_PASSTHROUGH_SUBCLASS if _FRAGMENT is not None else 0
+
+
+class WideInt(int):
+    """An integer beyond 64 bits in a frame's JSON object (u128 ids): an int to every reader.
+    orjson refuses such integers, and a frame with one used to be written whole by the standard
+    library; a decoder that knows its value may be that wide gives it as a WideInt, which orjson
+    writes as its digits (the standard library writes any int subclass as its digits too)."""
+
+    __slots__ = ()
+
+
+def _subclass(obj: Any) -> Any:
+    """What orjson is to write for an instance of a subclass of int, str, dict or list: the same
+    JSON it writes for the base type's value (a bool is its own type and never comes here)."""
+    if isinstance(obj, int):
+        return _FRAGMENT(int.__repr__(obj).encode("ascii"))  # type: ignore[misc]
+    if isinstance(obj, str):
+        return str.__str__(obj)
+    if isinstance(obj, dict):
+        return dict(obj)
+    if isinstance(obj, list):
+        return list(obj)
+    raise TypeError(f"{type(obj).__name__} is not JSON")
 
 
 def encoder() -> str:
@@ -259,8 +286,22 @@ def dumps_event(obj: Any) -> str:
         try:
             return _FAST(obj).decode("utf-8")
         except _REFUSED:
-            pass  # the standard library writes it, or says what is wrong
-    return dumps(obj)
+            data = _orjson_again(obj, 0)
+            if data is not None:
+                return data.decode("utf-8")
+    return dumps(obj)  # the standard library writes it, or says what is wrong
+
+
+def _orjson_again(obj: Any, option: int) -> bytes | None:
+    """orjson's text of an object it refused, when that was for a WideInt; None when it refuses
+    again. Only a second try hands subclasses of int, str, dict and list to _subclass: orjson
+    writes the others faster without (an Enum such as a frame's direction is one)."""
+    if _FRAGMENT is None:
+        return None
+    try:
+        return _FAST(obj, default=_subclass, option=option | _PASSTHROUGH)  # type: ignore[misc]
+    except _REFUSED:
+        return None
 
 
 def _strict(obj: Any) -> Any:
@@ -305,8 +346,12 @@ class JsonWriter:
             return
         try:
             buffer.write(_FAST(obj, option=_NEWLINE))  # UTF-8 already: no text in between
-        except _REFUSED:  # orjson was asked once: the standard library writes it, or says what is wrong
-            self.write(dumps(obj) + "\n")
+        except _REFUSED:
+            data = _orjson_again(obj, _NEWLINE)
+            if data is not None:
+                buffer.write(data)
+            else:  # the standard library writes it, or says what is wrong
+                self.write(dumps(obj) + "\n")
 
     def flush(self) -> None:
         if self.buffer is not None:

@@ -5,6 +5,7 @@ way and come out as they did before orjson was used."""
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -84,3 +85,65 @@ def test_the_cli_with_either_encoder(tmp_path: Path):
                 assert line.decode() == json.dumps(json.loads(line), ensure_ascii=False, separators=(",", ":"))
         else:
             assert _same(json.loads(outs["orjson"]), json.loads(outs["stdlib"]))
+
+
+def test_wide_integers_are_written_by_orjson_as_their_digits(monkeypatch: pytest.MonkeyPatch):
+    """A decoder's WideInt (an u128 id) is written by orjson, digit for digit as the standard library
+    writes it; subclasses of int, str, dict and list as orjson writes their base types."""
+    import enum
+
+    class Kind(enum.StrEnum):
+        A = "a"
+
+    class Level(enum.IntEnum):
+        HIGH = 3
+
+    class Table(dict):  # type: ignore[type-arg]
+        pass
+
+    class Items(list):  # type: ignore[type-arg]
+        pass
+
+    fallback: list[object] = []
+    monkeypatch.setattr(jsonout, "dumps", lambda obj: fallback.append(obj) or dumps(obj))
+    wide = jsonout.WideInt((1 << 127) + 12345)
+    obj = {"type": "frame", "id": wide, "ids": [jsonout.WideInt(1 << 64), 1 << 63], "kind": Kind.A,
+           "level": Level.HIGH, "table": Table(a=1), "items": Items([1, "x"]), "flag": True}
+    text = dumps_event(obj)
+    assert not fallback
+    assert text == dumps(obj)
+    assert text == (f'{{"type":"frame","id":{(1 << 127) + 12345},"ids":[{1 << 64},{1 << 63}],"kind":"a","level":3,'
+                    f'"table":{{"a":1}},"items":[1,"x"],"flag":true}}')
+    buf = io.BytesIO()
+    writer = jsonout.JsonWriter(io.TextIOWrapper(buf, encoding="utf-8"))
+    writer.event(obj)
+    writer.flush()
+    assert not fallback and buf.getvalue() == (text + "\n").encode()
+
+
+def test_iggy_polls_with_u128_ids_are_written_by_orjson(monkeypatch: pytest.MonkeyPatch):
+    """Iggy's message ids, V header fields and 128-bit user header values are given as WideInt
+    where they are wider than 64 bits, so no Iggy frame is left to the standard library for them
+    (one wide id used to send a whole poll there)."""
+    fallback: list[object] = []
+    monkeypatch.setattr(jsonout, "dumps", lambda obj: fallback.append(obj) or dumps(obj))
+    analyzer = Analyzer(dissectors=load_dissectors())
+    wide = 0
+    for capture in sorted((ROOT / "captures" / "iggy").rglob("*.pcap")):
+        for ev in analyzer.run_files([str(capture)]):
+            if isinstance(ev, Frame):
+                wide += any(_wide(v) for v in _leaves(json.loads(dumps_event(frame_json(ev)))))
+    assert wide > 50
+    assert [o for o in fallback if any(_wide(v) for v in _leaves(o))] == []
+
+
+def _wide(v: object) -> bool:
+    return type(v) is not bool and isinstance(v, int) and not -(1 << 63) <= v < 1 << 64
+
+
+def _leaves(obj: object) -> list[object]:
+    if isinstance(obj, dict):
+        return [x for v in obj.values() for x in _leaves(v)]
+    if isinstance(obj, list):
+        return [x for v in obj for x in _leaves(v)]
+    return [obj]

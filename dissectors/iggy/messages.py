@@ -62,6 +62,7 @@ from dissectors.iggy.types import (
     Decoded,
     problems_of,
 )
+from dissectors.iggy.types import wide as as_wide
 from dissectors.kit.lazy import BASE_CHILDREN, LazyChildren, LazyField
 from dissectors.schema import DecodeError, F, Fixed, Int, Struct
 
@@ -143,9 +144,9 @@ def _header_value(kind: int, raw: bytes) -> tuple[Any, str | None]:
     if name == "bool":
         return bool(raw[0]), None
     if name.startswith("int"):
-        return int.from_bytes(raw, "little", signed=True), None
+        return as_wide(int.from_bytes(raw, "little", signed=True)), None
     if name.startswith("uint"):
-        return int.from_bytes(raw, "little"), None
+        return as_wide(int.from_bytes(raw, "little")), None
     return struct.unpack("<f" if size == 4 else "<d", raw)[0], None
 
 
@@ -384,7 +385,7 @@ class MessageField(LazyChildren):
         off, raw = self.offset, self._raw
         values = st.unpack_from(raw, off)
         if wide:  # u128 halves (low, high) made one value, as UInt128 reads them
-            values = (*values[:wide], values[wide] | values[wide + 1] << 64, *values[wide + 2:])
+            values = (*values[:wide], as_wide(values[wide] | values[wide + 1] << 64), *values[wide + 2:])
         out = dict(zip(names, values, strict=True))
         base = self._base
         if base is not None:  # as _build inserts them: after the delta each is made of

@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from analyzer.api import Field
+from analyzer.jsonout import WideInt
 from dissectors.schema import DecodeError, F, Int, Prefixed, WireType
 
 # ------------------------------------------------------------------------------ results and problems
@@ -119,6 +120,15 @@ F32 = Int("f32", "<f")
 F64 = Int("f64", "<d")
 
 
+def wide(v: int) -> int:
+    """A 128-bit integer's value as fields hold it: beyond 64 bits a WideInt, which orjson writes
+    too (it refuses plain integers that wide, and the frame would go to the standard library whole)."""
+    return WideInt(v) if v > U64_MAX or v < _I64_MIN else v
+
+
+_I64_MIN = -(1 << 63)
+
+
 class UInt128(WireType):
     """A 16-byte little-endian unsigned integer (message ids, V checksums)."""
 
@@ -128,7 +138,7 @@ class UInt128(WireType):
     def read(self, name: str, buf: memoryview, off: int, end: int, spec: F | None = None) -> tuple[Field, int]:
         if off + 16 > end:
             raise DecodeError(f"{name}: needs 16 bytes, {max(end - off, 0)} left", off)
-        v = int.from_bytes(buf[off:off + 16], "little")
+        v = wide(int.from_bytes(buf[off:off + 16], "little"))
         return Field(name, v, off, 16, f"{v:#034x}" if v else None), off + 16
 
     def write(self, value: Any) -> bytes:
