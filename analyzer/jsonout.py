@@ -240,7 +240,7 @@ _REFUSED = TypeError if _orjson is None else _orjson.JSONEncodeError
 # orjson writes WideInt (below) as its digits where it has fragments of JSON text (orjson.Fragment,
 # see _orjson_again). An orjson without them leaves such objects to the standard library.
 _FRAGMENT = getattr(_orjson, "Fragment", None)
-_PASSTHROUGH = _orjson.OPT_PASSTHROUGH_SUBCLASS if _FRAGMENT is not None else 0
+_PASSTHROUGH = 0 if _orjson is None else _orjson.OPT_PASSTHROUGH_SUBCLASS
 
 
 class WideInt(int):

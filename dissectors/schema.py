@@ -156,11 +156,8 @@ class Struct(WireType):
 
     def _walk(self, buf: memoryview | bytes, off: int, end: int) -> tuple[dict[str, Any], int]:
         """read_values by walking the plan, step by step."""
-        plan = self._plan
-        if plan is None:
-            plan = self._plan = _values_plan(self)
         out: dict[str, Any] = {}
-        for kind, optional, a, b, size in plan:
+        for kind, optional, a, b, size in self._steps():
             if optional and off >= end:
                 break
             if kind == _INTS:  # a run of plain integers: one unpack
@@ -185,6 +182,13 @@ class Struct(WireType):
                     b.type.read(a, memoryview(buf), off, end, b)
                 out[a] = _plain(f)
         return out, off
+
+    def _steps(self) -> list[tuple[int, bool, Any, Any, int]]:
+        """read_values' plan (see _values_plan), worked out on first use."""
+        plan = self._plan
+        if plan is None:
+            plan = self._plan = _values_plan(self)
+        return plan
 
     def read_fields(self, buf: memoryview, off: int, end: int) -> tuple[list[Field], int]:
         out: list[Field] = []
@@ -396,10 +400,7 @@ def _values_reader(layout: Struct) -> Callable[[memoryview | bytes, int, int], t
     ns: dict[str, Any] = {"_needs": _needs, "_no_prefix": _no_prefix, "_overrun": _overrun, "_plain": _plain,
                           "memoryview": memoryview}
     code = ["def read_values(buf, off, end):", "    out = {}"]
-    plan = layout._plan
-    if plan is None:
-        plan = layout._plan = _values_plan(layout)
-    for i, (kind, optional, a, b, size) in enumerate(plan):
+    for i, (kind, optional, a, b, size) in enumerate(layout._steps()):
         if optional:
             code.append("    if off >= end:")
             code.append("        return out, off")

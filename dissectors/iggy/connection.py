@@ -56,7 +56,7 @@ from dissectors.iggy.dialects import (
 from dissectors.iggy.framing import MIDSTREAM_DETECT, REQUEST, RESPONSE, VSR, IggyFramer, detect
 from dissectors.iggy.login import MACHINE
 from dissectors.iggy.status import CLIENT_MISTAKES, OK, UNSOLICITED, known, status_name, status_text
-from dissectors.iggy.types import Decoded, wide
+from dissectors.iggy.types import U128, Decoded
 from dissectors.kit import Correlator, Piece, plain_state
 from dissectors.kit import state as kit_state
 from dissectors.schema import DecodeError
@@ -625,8 +625,8 @@ def _ver(v: int) -> str:
 
 
 def _u128(data: bytes, name: str, at: int) -> Field:
-    v = wide(int.from_bytes(data[at:at + 16], "little"))
-    return Field(name, v, at, 16, f"{v:#034x}" if v else None)
+    """A V header's u128 at ``at`` (the framer gives the whole 256-byte header)."""
+    return U128.read(name, memoryview(data), at, at + 16)[0]
 
 
 def _v_header(data: bytes) -> Field:

@@ -62,7 +62,7 @@ from dissectors.iggy.types import (
     Decoded,
     problems_of,
 )
-from dissectors.iggy.types import wide as as_wide
+from dissectors.iggy.types import wide as as_wide  # (json_value has a local named wide)
 from dissectors.kit.lazy import BASE_CHILDREN, LazyChildren, LazyField
 from dissectors.schema import DecodeError, F, Fixed, Int, Struct
 

@@ -106,6 +106,7 @@ HEADER_KINDS: dict[int, tuple[str, int | None]] = {
 HEADER_KIND = {k: v[0] for k, v in HEADER_KINDS.items()}
 
 U64_MAX = (1 << 64) - 1
+I64_MIN = -(1 << 63)
 U32_MAX = (1 << 32) - 1
 
 # ------------------------------------------------------------------------------ integers
@@ -123,10 +124,7 @@ F64 = Int("f64", "<d")
 def wide(v: int) -> int:
     """A 128-bit integer's value as fields hold it: beyond 64 bits a WideInt, which orjson writes
     too (it refuses plain integers that wide, and the frame would go to the standard library whole)."""
-    return WideInt(v) if v > U64_MAX or v < _I64_MIN else v
-
-
-_I64_MIN = -(1 << 63)
+    return WideInt(v) if v > U64_MAX or v < I64_MIN else v
 
 
 class UInt128(WireType):
