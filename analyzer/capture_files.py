@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
+from itertools import chain
 from typing import Any
 
 from analyzer.api import Event, Frame
@@ -25,14 +26,21 @@ class CaptureFiles:
 
     def packets(self, paths: list[str], read: Callable[[], int]) -> Iterator[RawPacket]:
         """Every packet of the files in turn; ``read()`` is how many packets the engine has read
-        when the first one is asked for (not when this is called: the generator is lazy)."""
+        when the first one is asked for (not when this is called: the readers are lazy)."""
+        # The readers are chained in C: a generator of ours in between would be resumed for every
+        # packet.
+        return chain.from_iterable(self._readers(paths, read))
+
+    def _readers(self, paths: list[str], read: Callable[[], int]) -> Iterator[Iterator[RawPacket]]:
         # Counted here rather than read from the engine: the engine keeps its count in a local.
-        # Each file's reader gives its count at the end, so no packet passes through this frame.
+        # Each file's reader gives its count at the end, before the next file is asked for.
+        counts: list[int] = []
         n = read()
         for path in paths:
             self.files.append((n, path))
             self.starts.append(n)
-            n += yield from read_packets(path)
+            yield read_packets(path, counts)
+            n += counts[-1]
 
     def locate(self, packet: int) -> tuple[str | None, int]:
         """(file, packet number within it) of a packet ordinal; file None when not reading files."""

@@ -87,6 +87,38 @@ def test_truncated_file_yields_what_was_readable_then_fails(tmp_path: Path, fmt)
     assert len(got) == len(one_conv().segments) - 1
 
 
+@pytest.mark.parametrize("how", ["whole", "whole.gz", "pcapng", "stopped", "stopped.gz", "cut", "not a capture"])
+def test_the_file_opened_is_closed_however_reading_ends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str):
+    """read_packets opens nothing until the first packet is asked for, and closes the file it
+    opened (not the decompressor of a .gz) when the packets end, when the reader is closed early
+    and when the file turns out bad."""
+    buf = io.BytesIO()
+    CaptureWriter(buf, fmt="pcapng" if how == "pcapng" else "pcap").write_segments(one_conv().segments)
+    data = {"cut": buf.getvalue()[:-30], "not a capture": b"not a capture at all"}.get(how, buf.getvalue())
+    p = tmp_path / "c.cap"
+    p.write_bytes(gzip.compress(data) if how.endswith(".gz") else data)
+    opened: list[io.BufferedReader] = []
+
+    def tracked(*args, **kwargs):
+        f = open(*args, **kwargs)
+        opened.append(f)
+        return f
+
+    monkeypatch.setattr(capture, "open", tracked, raising=False)
+    packets = read_packets(str(p))
+    assert not opened
+    if how.startswith("stopped"):
+        next(packets)
+        assert not opened[0].closed
+        packets.close()
+    elif how in ("cut", "not a capture"):
+        with pytest.raises(CaptureError):
+            list(packets)
+    else:
+        assert len(list(packets)) == len(one_conv().segments)
+    assert len(opened) == 1 and opened[0].closed
+
+
 def test_snaplen_cut_packet_keeps_original_length(tmp_path: Path):
     buf = io.BytesIO()
     CaptureWriter(buf, snaplen=100).write_segments(one_conv().segments)
