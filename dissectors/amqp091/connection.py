@@ -166,11 +166,9 @@ class Amqp091Connection(BaseConnection):
         out: list[Event] = []
         silence = self.silence
         if silence is not None and silence.interval:
-            if not silence.stopped:
-                due = silence.due(ts, R.HEARTBEAT_SILENCE)  # when no tick came in time
-                if due:
-                    out.extend(due)
-            silence.seen(direction, ts)
+            due = silence.seen(direction, ts, None, R.HEARTBEAT_SILENCE)  # with what fell due when no tick came
+            if due:
+                out.extend(due)
         if direction is not C2S and direction is not S2C:
             direction = Direction(direction)  # a plain "c2s"/"s2c": the paths below compare by identity
         side = self.side_c2s if direction is C2S else self.side_s2c
@@ -216,7 +214,8 @@ class Amqp091Connection(BaseConnection):
         return self.silence.due(ts, R.HEARTBEAT_SILENCE) if self.silence is not None else ()
 
     def deadline(self) -> float | None:
-        return self.silence.deadline() if self.silence is not None else None
+        silence = self.silence
+        return silence.at if silence is not None else None  # Silence.deadline() without its call
 
     def end(self, ts: float) -> Iterable[Event]:
         out: list[Event] = []

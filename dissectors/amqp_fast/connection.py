@@ -121,8 +121,7 @@ class AmqpFastConnection(BaseConnection):
         out: list[Event] = []
         silence = self.silence
         if silence is not None:
-            out.extend(silence.due(ts, R.HEARTBEAT_SILENCE))  # when no tick came in time
-            silence.seen(d, ts)
+            out.extend(silence.seen(d, ts, None, R.HEARTBEAT_SILENCE))  # with what fell due when no tick came
         # A fragment of the peer still waiting for what follows it: the peer's stream held nothing
         # more when this side went on, so nothing more belongs to the fragment (the peer's octets
         # that come later are judged as commands). This keeps a message's frame before the answer to it.
@@ -198,7 +197,8 @@ class AmqpFastConnection(BaseConnection):
         return self.silence.due(ts, R.HEARTBEAT_SILENCE) if self.silence is not None else ()
 
     def deadline(self) -> float | None:
-        return self.silence.deadline() if self.silence is not None else None
+        silence = self.silence
+        return silence.at if silence is not None else None  # Silence.deadline() without its call
 
     def end(self, ts: float) -> Iterable[Event]:
         out: list[Event] = []

@@ -65,8 +65,17 @@ class Silence:
         self.stopped = True
         self.at = None
 
-    def seen(self, direction: Direction, ts: float, ref: FrameRef | None = None) -> None:
-        # at as _deadline() gives it, from the one side that changed (this runs on every delivery).
+    def seen(self, direction: Direction, ts: float, ref: FrameRef | None = None,
+             rule: Rule | None = None) -> list[Finding] | tuple[()]:
+        """``direction`` sent something at ``ts`` (``ref``: its frame, for a finding to point at).
+        With ``rule``, first what :meth:`due` gives at ``ts`` (when no tick came in time): a
+        delivery asks both, and one call is cheaper on every delivery than two."""
+        found: list[Finding] | tuple[()] = ()
+        if rule is not None:
+            at = self.at
+            if at is not None and not ts < at:  # due's own test, NaN included
+                found = self._due(ts, rule)
+        # at as _deadline() gives it, from the one side that changed.
         timed = not self.interval <= 0 and not self.stopped  # _deadline's test, NaN included
         if direction == "c2s":
             self.last_c2s = ts
@@ -84,6 +93,7 @@ class Silence:
             if timed:
                 a = self.last_c2s if not self.reported_c2s else None
                 self.at = (ts if a is None or ts < a else a) + self.interval * self.factor
+        return found
 
     def deadline(self) -> float | None:
         return self.at

@@ -161,7 +161,7 @@ class StreamConnection(Connection):
 
     def deadline(self) -> float | None:
         silence = self.silence
-        return silence.deadline() if silence is not None else None
+        return silence.at if silence is not None else None  # Silence.deadline() without its call
 
     def end(self, ts: float) -> list[Event]:
         out: list[Event] = []
