@@ -261,8 +261,9 @@ class Connection:
     #: The protocol variant seen so far (e.g. ``"2020-draft"``), or None when plain/unknown.
     dialect: str | None = None
 
-    #: Frames decoded, checked and counted but not made (see :meth:`leave_out_plain_frames`);
-    #: the engine adds them to the conversation's count after each call and sets this back to 0.
+    #: Frames decoded, checked and counted but not made (see :meth:`leave_out_plain_frames`),
+    #: each counted in the call whose bytes end it; the engine adds them to the conversation's
+    #: count after each call and sets this back to 0.
     frames_left_out: int = 0
 
     def leave_out_plain_frames(self) -> bool:

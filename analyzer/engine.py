@@ -812,15 +812,24 @@ class Analyzer:
                 try:
                     out = conn.feed(direction, data, ts)
                 except Exception:
-                    (conv.c2s if direction is _C2S else conv.s2c).add(end, packet, ts)
+                    reasm.add(end, packet, ts)
                     raise
                 if conv.leaves_out and conn.frames_left_out:
                     conv.info.frames += conn.frames_left_out
                     conn.frames_left_out = 0
+                    left_out = True
+                else:
+                    left_out = False
                 if out:
                     result = self._emit(conv, out, direction, offset, packet, ts, end)
                 else:
-                    (conv.c2s if direction is _C2S else conv.s2c).add(end, packet, ts)
+                    if left_out:
+                        # Frames ended in these bytes, so no later frame starts before them: this
+                        # segment alone is kept, as _emit leaves it after a frame made from it.
+                        reasm.older = None
+                        reasm.seg_end, reasm.seg_packet, reasm.seg_ts = end, packet, ts
+                    else:
+                        reasm.add(end, packet, ts)
                     result = _NOTHING
             else:
                 out = conn.gap(direction, lost, ts)

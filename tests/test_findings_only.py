@@ -98,3 +98,35 @@ def test_past_the_limit_every_response_comes_back():
     engine._shown_request(conv, refs[0])
     engine._shown_request(conv, refs[-1])  # one more than the limit: every response from now on
     assert engine._answers_shown(conv, [0]) and engine._answers_shown(conv, refs[1])
+
+
+def test_a_frame_over_three_packets_after_frames_left_out_names_its_first_packet(tmp_path: Path):
+    # A segment of plain messages (left out in a findings-only run) ending with the start of a
+    # frame that carries a finding, whose middle and end come in two more packets: the frame is
+    # given back from the packet where it starts, as in the full output. The engine forgets a
+    # direction's earlier segments after a call that left frames out (they ended in its bytes, so
+    # no later frame starts before them), not after one that only held bytes back.
+    from analyzer.pcapwrite import TcpConversation, write_capture
+    from dissectors.amqp091 import encode as E
+
+    conv = TcpConversation(("10.0.0.1", 40000), ("10.0.0.2", 5672))
+    conv.handshake()
+    for d, data, _ts in E.Script().handshake().open_channel(1).steps:
+        conv.send(str(d), data)
+    plain = b"".join(E.message(1, b"x" * 40, {"content-type": "text/plain"}, exchange="ex", routing_key="rk")
+                     for _ in range(3))
+    conv.send("c2s", plain, mss=10_000)  # a segment of frames left out, as they follow each other
+    bad = E.frame(1, 1, E.method_payload("Basic.Qos", {}), end=0x55)  # a finding: a bad frame end
+    third = len(bad) // 3
+    first = conv.send("c2s", plain + bad[:third], mss=10_000)
+    conv.send("c2s", bad[third:2 * third], mss=10_000)
+    conv.send("c2s", bad[2 * third:], mss=10_000)
+    conv.close()
+    path = tmp_path / "spanning.pcap"
+    write_capture(str(path), [conv])
+    full = [f for f in _frames(path, False) if f.findings]
+    only = [f for f in _frames(path, True) if f.findings]
+    start = conv.segments.index(first[0]) + 1
+    assert [(f.command, f.packets) for f in full] == [("Basic.Qos", (start, start + 2))]
+    assert [(f.command, f.packets, [x.frame for x in f.findings]) for f in only] == \
+        [(f.command, f.packets, [x.frame for x in f.findings]) for f in full]
