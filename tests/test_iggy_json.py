@@ -1,7 +1,7 @@
 """An Iggy message's JSON made without its field tree (MessageField.json_value) is the JSON of
 the tree (fields_json of its children): the same text, and the same values cut by
---max-value-size, in the same order; so is a SEND_MESSAGES index table's, made from the numbers it
-was checked with. On every message of every Iggy capture, and on random messages of every dialect
+--max-value-size, in the same order; so is a list of messages' (MessagesField.json_value, in one
+loop), and a SEND_MESSAGES index table's, made from the numbers it was checked with. On every message of every Iggy capture, and on random messages of every dialect
 sent and polled."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from analyzer.engine import Analyzer
 from analyzer.jsonout import field_json, fields_json, set_max_value
 from analyzer.registry import load_dissectors
 from dissectors.iggy import encode
-from dissectors.iggy.messages import MessageField
+from dissectors.iggy.messages import MessageField, MessagesField
 from dissectors.kit.lazy import LazyField
 from tests.jsoncheck import nodes, with_cuts
 
@@ -37,6 +37,8 @@ def _indexes(fields: list[Field]) -> list[LazyField]:
 
 #: SEND_MESSAGES index tables compared both ways by _compare (made without their entries' fields).
 INDEXES = [0]
+#: Lists of messages compared both ways by _compare (the list's JSON made in one loop).
+LISTS = [0]
 
 
 def _compare(events: list[Any]) -> tuple[int, set[str]]:
@@ -55,6 +57,12 @@ def _compare(events: list[Any]) -> tuple[int, set[str]]:
             assert with_cuts(lambda i=index: field_json(i, "index")) == (fast[0][len('{"index":'):-1], fast[1])
             assert fast == with_cuts(lambda i=index: {"index": [field_json(c, "index") for c in i.children]}), \
                 ev.command
+        for ms in nodes(ev.fields, MessagesField):
+            LISTS[0] += 1
+            fast = with_cuts(lambda f=ms: fields_json([f]))
+            assert fast == with_cuts(lambda f=ms: {"messages": [
+                fields_json(_fresh(c).children) if type(c) is MessageField else field_json(c, "messages")
+                for c in f.children]}), ev.command
         for m in nodes(ev.fields, MessageField):
             fast = _fresh(m)
             if fast.json_value() is not None:
@@ -77,6 +85,7 @@ def test_every_message_of_every_capture():
     assert direct > 100, direct
     assert {"Z1", "Z2", "C"} <= dialects, dialects
     assert INDEXES[0] > 10, INDEXES
+    assert LISTS[0] > 50, LISTS
 
 
 _message = st.fixed_dictionaries({
