@@ -679,6 +679,18 @@ class MessagesField(Field):
 
     __slots__ = ()
 
+    def __init__(self, count: int, offset: int, size: int, items: list[Field]) -> None:
+        # Not Field's __init__: its attribute stores are specialised for Field alone, and a second
+        # type going through them cost every Field made after it (about 2,400 instructions per
+        # MessagesField, 0.4 % of a findings-only Iggy run).
+        self.name = "messages"
+        self.value = count
+        self.offset = offset
+        self.size = size
+        self.display = None
+        self.children = items
+        self.is_list = True
+
     def json_value(self) -> list[Any]:
         """What field_json makes of the list: each message's json_value, or its tree's JSON."""
         out: list[Any] = []
@@ -691,7 +703,7 @@ class MessagesField(Field):
 
 def _messages_field(items: list[Field], off: int, end: int) -> Field:
     n = sum(1 for f in items if f.name.startswith("["))
-    return MessagesField("messages", n, off, end - off, None, items, True)
+    return MessagesField(n, off, end - off, items)
 
 
 def _count_check(w: _Walk, announced: int, found: int, what: str = "messages_count") -> None:
