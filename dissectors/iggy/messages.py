@@ -382,14 +382,15 @@ class MessageField(LazyChildren):
         headers = self._headers
         if plan is None or type(headers) is not int or headers:
             return None
+        _, st, _, read = plan
         off, raw = self.offset, self._raw
-        out = plan[3](raw, off)  # u128 halves (low, high) made one value, as UInt128 reads them
+        out = read(raw, off)  # u128 halves (low, high) made one value, as UInt128 reads them
         base = self._base
         if base is not None:  # as _build inserts them: after the delta each is made of
             if "offset_delta" not in out:
                 return None
             out = _with_base(out, base)
-        p = off + plan[1].size
+        p = off + st.size
         plen = self._plen
         payload = raw[p:p + plen]
         out["payload"] = json_plain(payload, "payload")
@@ -697,7 +698,7 @@ class MessagesField(Field):
         append = out.append
         for m in self.children or ():
             value = m.json_value() if type(m) is MessageField else None
-            append(value if value is not None else field_json(m, "messages"))
+            append(value if value is not None else field_json(m, self.name))
         return out
 
 
