@@ -318,9 +318,10 @@ def inspect(
                                         "summary line (or, for json, the flows)")] = False,
     max_value_size: MaxValueSizeOpt = 1 << 20,
     idle_timeout: IdleOpt = DEFAULT_IDLE_TIMEOUT,
-    jobs: Annotated[int | None, typer.Option("--jobs", "-j", metavar="N", help="Worker processes decoding the "
-                                             "conversations (output as with one); default: the machine's cores for "
-                                             "a capture of 4 MB or more whose conversations spread over them, else 1", show_default=False)] = None,
+    jobs: Annotated[int | None, typer.Option("--jobs", "-j", metavar="N", help="At most N worker processes decoding "
+                                             "the conversations (output as with one): N when the conversations spread "
+                                             "over them, else 1; default: the machine's cores for a capture of 4 MB or "
+                                             "more whose conversations spread over them, else 1", show_default=False)] = None,
 ) -> None:
     """Decode every frame of every TCP conversation, with conformance findings.
 
@@ -349,7 +350,7 @@ def inspect(
     if max_frames is None and time_format != "d" and jobs != 1 and not any(is_stream(p) for p in paths):
         from analyzer import jobs as parallel  # here: multiprocessing costs start-up that --jobs 1 is spared
 
-        n = jobs if jobs is not None else parallel.auto_jobs(paths)
+        n = parallel.jobs_for(paths, jobs)
         if n > 1:
             display.close(parallel.run(n, analyzer, display, paths, make_display, _run, _isatty(sys.stdout),
                                        progress=lambda counts: progress_line(paths, counts)))
