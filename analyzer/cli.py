@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import copy
 import enum
-import io
 import itertools
 import json
 import os
+import stat
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -923,20 +923,31 @@ def fields(
           [[f.name, f.type + ("[]" if f.repeated else ""), f.description] for f in defs])
 
 
+#: Standard output's buffer when it is a regular file, and when it is anything else but a terminal
+#: (a pipe, /dev/null): JSON output runs to hundreds of MB, and with the 4 KiB or 8 KiB that Python
+#: picks, writing 220 MB of JSON Lines to a file took 0.25 s against 0.07 s (to a pipe, larger
+#: blocks than the pipe holds gain nothing).
+FILE_BUFFER = 1 << 20
+PIPE_BUFFER = 1 << 16
+
+
 def block_buffered(stream: Any) -> Any:
-    """``stream`` (standard output) written in blocks when Python was told to leave it unbuffered
-    (PYTHONUNBUFFERED or -u, which container images often set) and it is no terminal: its text
-    would otherwise go to the file a system call at a time, one per summary line or JSON object
-    (a tenth of a summary's time). The same stream otherwise. `live` flushes after every batch."""
-    buffer = getattr(stream, "buffer", None)
-    if not isinstance(buffer, io.RawIOBase):
+    """``stream`` (standard output) written in large blocks when it is no terminal: a file object
+    of its own on the same descriptor with a buffer of FILE_BUFFER or PIPE_BUFFER bytes. Also
+    when Python was told to leave it unbuffered (PYTHONUNBUFFERED or -u, which container images
+    often set): its text would otherwise go out a system call at a time, one per summary line or
+    JSON object (a tenth of a summary's time). The same stream for a terminal, and for one
+    without a descriptor. `live` flushes after every batch."""
+    if getattr(stream, "buffer", None) is None:
         return stream
     try:
         if stream.isatty():
             return stream
-        # A file object of its own on the same descriptor (closefd=False): the original, still
-        # sys.__stdout__, is never closed under it.
-        return open(stream.fileno(), "w", encoding=stream.encoding, errors=stream.errors,  # noqa: SIM115
+        fd = stream.fileno()
+        size = FILE_BUFFER if stat.S_ISREG(os.fstat(fd).st_mode) else PIPE_BUFFER
+        stream.flush()  # anything already written goes first
+        # closefd=False: the original, still sys.__stdout__, is never closed under it.
+        return open(fd, "w", buffering=size, encoding=stream.encoding, errors=stream.errors,  # noqa: SIM115
                     closefd=False)
     except (AttributeError, OSError, ValueError):
         return stream

@@ -1,15 +1,20 @@
-"""Standard output is written in blocks even when Python was told to leave it unbuffered
-(PYTHONUNBUFFERED, -u: container images often set it), unless it is a terminal: otherwise every
-summary line and JSON object is a system call of its own (cli.block_buffered)."""
+"""Standard output is written in large blocks unless it is a terminal (cli.block_buffered), even
+when Python was told to leave it unbuffered (PYTHONUNBUFFERED, -u: container images often set it):
+otherwise every summary line and JSON object is a system call of its own, and with Python's own
+4 KiB or 8 KiB buffer one in every few."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from analyzer import cli
 from analyzer.cli import block_buffered
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,9 +37,45 @@ def test_an_unbuffered_file_gets_a_buffer(tmp_path: Path) -> None:
         assert not raw.closed  # the original's file is left open (closefd=False)
 
 
-def test_buffered_streams_and_terminals_are_left_alone(tmp_path: Path) -> None:
-    with open(tmp_path / "out.txt", "w") as buffered:
-        assert block_buffered(buffered) is buffered
+@pytest.mark.parametrize("target, size", [("file", cli.FILE_BUFFER), ("pipe", cli.PIPE_BUFFER)])
+def test_a_buffered_stream_gets_a_larger_buffer(tmp_path: Path, target: str, size: int) -> None:
+    """Python's own buffer (8 KiB here) would write every few lines: a file gets FILE_BUFFER, a
+    pipe (or device) PIPE_BUFFER, and what was written before goes first."""
+    if target == "file":
+        sink = open(tmp_path / "out.txt", "w", encoding="utf-8", buffering=8192)  # noqa: SIM115
+
+        def written() -> bytes:
+            return (tmp_path / "out.txt").read_bytes()
+    else:
+        r, w = os.pipe()
+        os.set_blocking(r, False)
+        sink = open(w, "w", encoding="utf-8", buffering=8192)  # noqa: SIM115
+        got = bytearray()
+
+        def written() -> bytes:
+            with contextlib.suppress(BlockingIOError):
+                got.extend(os.read(r, 1 << 20))
+            return bytes(got)
+    with sink:
+        sink.write("before\n")
+        out = block_buffered(sink)
+        assert out is not sink and written() == b"before\n"
+        line = "x" * 99 + "\n"
+        held = (size - 2 * 8192) // 100  # lines that fit in the buffer with the text layer's 8 KiB
+        for _ in range(held):
+            out.write(line)
+        assert written() == b"before\n"  # all of it in the buffer
+        out.write(line * 300)
+        assert len(written()) > len("before\n")  # the buffer overflowed
+        out.flush()
+        assert written() == b"before\n" + (line * (held + 300)).encode()
+        out.close()
+        assert not sink.closed  # the original's file is left open (closefd=False)
+    if target == "pipe":
+        os.close(r)
+
+
+def test_terminals_and_streams_without_a_descriptor_are_left_alone(tmp_path: Path) -> None:
     text = io.StringIO()
     assert block_buffered(text) is text
 
@@ -45,6 +86,9 @@ def test_buffered_streams_and_terminals_are_left_alone(tmp_path: Path) -> None:
     with open(tmp_path / "tty.txt", "wb", buffering=0) as raw:
         tty = Terminal(raw, write_through=True)
         assert block_buffered(tty) is tty
+    with open(tmp_path / "tty.txt", "w") as buffered:
+        terminal = Terminal(buffered.buffer)
+        assert block_buffered(terminal) is terminal
 
 
 def test_the_output_is_the_same_with_pythonunbuffered(tmp_path: Path) -> None:
