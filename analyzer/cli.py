@@ -348,10 +348,13 @@ def inspect(
     # stops after N frames; -t d times each frame from the previous one shown) and for a stream,
     # which can be read only once.
     if max_frames is None and time_format != "d" and jobs != 1 and not any(is_stream(p) for p in paths):
-        from analyzer import jobs as parallel  # here: multiprocessing costs start-up that --jobs 1 is spared
+        from analyzer.job_count import jobs_for
 
-        n = parallel.jobs_for(paths, jobs)
+        n = jobs_for(paths, jobs)
         if n > 1:
+            # Imported here: multiprocessing costs start-up (15 ms) that one process is spared.
+            from analyzer import jobs as parallel
+
             display.close(parallel.run(n, analyzer, display, paths, make_display, _run, _isatty(sys.stdout),
                                        progress=lambda counts: progress_line(paths, counts)))
             return

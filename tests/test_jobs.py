@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from analyzer import capture_sample, jobs
+from analyzer import capture_sample, job_count, jobs
 from analyzer.api import Finding, Frame
 from analyzer.capture import read_packets
 from analyzer.engine import Analyzer
-from analyzer.jobs import auto_jobs, jobs_for
+from analyzer.job_count import auto_jobs, jobs_for
 from analyzer.packets import LinkDecoder
 from analyzer.pcapwrite import CaptureWriter, Segment, TcpConversation, ip_packet, write_capture
 
@@ -165,7 +165,7 @@ def test_default_jobs_are_the_cores_for_a_big_capture_of_several_conversations(
         tmp_path: Path, capture: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cores = os.cpu_count() or 1
     assert auto_jobs([str(capture)]) == 1  # 4 MB at least: below, one process
-    monkeypatch.setattr(jobs, "AUTO_MIN_BYTES", 1000)
+    monkeypatch.setattr(job_count, "AUTO_MIN_BYTES", 1000)
     assert auto_jobs([str(capture)]) == cores
     # One conversation: the other workers would only skip its packets.
     assert auto_jobs([str(ROOT / "captures/amqp091/pika_large.pcap")]) == 1
@@ -190,7 +190,7 @@ def test_default_jobs_are_the_cores_for_a_big_capture_of_several_conversations(
             for _ in range(n):
                 c.send("c2s", b"x" * 100)
         write_capture(str(tmp_path / "three.pcap"), convs)
-        assert max(first, second, third) < jobs.DOMINANT * (first + second + third)
+        assert max(first, second, third) < job_count.DOMINANT * (first + second + third)
         assert auto_jobs([str(tmp_path / "three.pcap")]) == want, (first, second, third)
     junk = tmp_path / "junk.pcap"
     junk.write_bytes(bytes(5000))
@@ -206,7 +206,7 @@ def test_jobs_n_is_an_upper_bound(tmp_path: Path, capture: Path, monkeypatch: py
     assert jobs_for([str(capture)], 1) == 1
     one_conversation = str(ROOT / "captures/amqp091/pika_large.pcap")
     assert jobs_for([one_conversation], 2) == 1
-    monkeypatch.setattr(jobs, "AUTO_MIN_BYTES", 0)
+    monkeypatch.setattr(job_count, "AUTO_MIN_BYTES", 0)
     assert jobs_for([one_conversation], None) == 1
     assert jobs_for([str(capture)], None) == (os.cpu_count() or 1)
     # Two files of one conversation each, the later one given first: together they spread.
@@ -227,8 +227,8 @@ def test_jobs_n_is_an_upper_bound(tmp_path: Path, capture: Path, monkeypatch: py
         c.send("c2s", bytes(1448 * 1300))
         convs.append(c)
     write_capture(str(tmp_path / "after.pcap"), convs)
-    monkeypatch.setattr(jobs, "PEEK", 1000)
-    assert sum(1 for _ in read_packets(str(tmp_path / "after.pcap"))) > 2 * jobs.PEEK
+    monkeypatch.setattr(job_count, "PEEK", 1000)
+    assert sum(1 for _ in read_packets(str(tmp_path / "after.pcap"))) > 2 * job_count.PEEK
     assert jobs_for([str(tmp_path / "after.pcap")], 2) == 2
     # Bytes, not packets: a conversation of few large packets beside one of many small ones
     # (bench's amqp091_ack_multiple: 99 % of the packets, 61 % of the bytes).
