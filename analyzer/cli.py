@@ -397,6 +397,9 @@ class Display:
         self.writer: JsonWriter | None = None
         self.spool: Any = None
         self._sep = "\n"  # before the JSON document's next frame
+        #: Set by a --jobs worker: where the JSON document's frames and findings go, as text, instead
+        #: of the output (see put).
+        self.keep: Callable[[bool, str], None] | None = None
         on_frame: Callable[[Frame, Links | None], object]
         on_finding: Callable[[Finding], object]
 
@@ -420,7 +423,12 @@ class Display:
                 writer.write('{"capture":' + dumps(capture) + ',\n"frames":[')
 
                 def on_frame(ev: Frame, links: Links | None) -> None:
-                    self.put(True, dumps_event(frame_json(ev, links, code_parts)))
+                    obj = frame_json(ev, links, code_parts)
+                    if self.keep is not None:
+                        self.keep(True, dumps_event(obj))
+                    else:  # as put writes it, the JSON's bytes without a round trip through text
+                        writer.element(self._sep, obj)
+                        self._sep = ",\n"
 
                 def on_finding(ev: Finding) -> None:
                     self.put(False, dumps_event(finding_json(ev)))
@@ -495,7 +503,11 @@ class Display:
     def put(self, frame: bool, text: str) -> None:
         """Write what ``on_frame`` (``frame``) or ``on_finding`` made of an event: the text a
         renderer wrote, or for the JSON document, one frame's or one finding's JSON text (the
-        document's own punctuation is added here). Also how ``--jobs`` writes its workers' text."""
+        document's own punctuation is added here). Also how ``--jobs`` writes its workers' text; in
+        a worker, ``keep`` takes the JSON document's text instead."""
+        if self.keep is not None:
+            self.keep(frame, text)
+            return
         writer = self.writer
         if self.format is Format.json:
             assert writer is not None

@@ -173,10 +173,10 @@ def _work(k: int, n: int, pipe: Pipe, analyzer: Analyzer, paths: list[str], make
     out.take()  # what the display writes first (the JSON document's head) is the parent's
     shown: list[tuple[bool, str]] = []
 
-    def put(frame: bool, text: str) -> None:  # the JSON document's frames and findings
+    def keep(frame: bool, text: str) -> None:  # the JSON document's frames and findings
         shown.append((frame, text))
 
-    display.put = put
+    display.keep = keep
     events, error = events_of(analyzer, paths)
     keys: deque[tuple] = deque()
     order_key = analyzer.order_key

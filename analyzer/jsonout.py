@@ -353,6 +353,21 @@ class JsonWriter:
             else:  # the standard library writes it, or says what is wrong
                 self.write(dumps(obj) + "\n")
 
+    def element(self, sep: str, obj: Any) -> None:
+        """``sep``, then what :meth:`event` writes of ``obj`` without its newline: an element of a
+        JSON array (the document's frames). As bytes from orjson to the buffer, where a round trip
+        through text cost a decode and an encode of every frame's JSON."""
+        buffer = self.buffer
+        if _FAST is not None and buffer is not None:
+            try:
+                data = _FAST(obj)
+            except _REFUSED:
+                data = _orjson_again(obj, 0)
+            if data is not None:
+                buffer.write(sep.encode() + data)
+                return
+        self.write(sep + dumps_event(obj))
+
     def flush(self) -> None:
         if self.buffer is not None:
             self.buffer.flush()
