@@ -108,15 +108,10 @@ def _sample_pcap(f, start: bytes, size: int) -> Iterator[list[RawPacket]]:  # no
         return _first_record(buf, last, plausible, [(struct.pack(endian + "H", h), hi_at) for h in (hi, hi + 1)])
 
     for buf, pos in _blocks(f, size, 24, find):
-        stop = pos + SPAN
         window = []
-        while 0 <= pos < stop:
-            end = plausible(buf, pos)
-            if end < 0:
-                break
-            sec, frac, _incl, orig = unpack(buf, pos)
-            window.append(RawPacket(0, sec + frac * unit, linktype, buf[pos + 16:end], orig))
-            pos = end
+        for at, end in _records(buf, pos, plausible):
+            sec, frac, _incl, orig = unpack(buf, at)
+            window.append(RawPacket(0, sec + frac * unit, linktype, buf[at + 16:end], orig))
         if window:
             yield window
         if sec < 0:
@@ -160,21 +155,28 @@ def _sample_pcapng(f, size: int) -> Iterator[list[RawPacket]]:  # noqa: ANN001 -
 
     marks = [(struct.pack(endian + "I", 6), 0)]
     for buf, pos in _blocks(f, size, first, lambda buf, last: _first_record(buf, last, plausible, marks)):
-        stop = pos + SPAN
         window = []
-        while 0 <= pos < stop:
-            end = plausible(buf, pos)
-            if end < 0:
-                break
-            if end - pos >= 32:
-                btype, _blen, iface, hi, lo, cap, orig = epb(buf, pos)
-                if btype == 6 and iface < len(ifaces) and pos + 28 + cap <= end - 4:
+        for at, end in _records(buf, pos, plausible):
+            if end - at >= 32:
+                btype, _blen, iface, hi, lo, cap, orig = epb(buf, at)
+                if btype == 6 and iface < len(ifaces) and at + 28 + cap <= end - 4:
                     info = ifaces[iface]
                     window.append(RawPacket(0, ((hi << 32) | lo) / info.units + info.offset, info.linktype,
-                                            buf[pos + 28:pos + 28 + cap], orig))
-            pos = end
+                                            buf[at + 28:at + 28 + cap], orig))
         if window:
             yield window
+
+
+def _records(buf: bytes, pos: int, plausible: Callable[[bytes, int], int]) -> Iterator[tuple[int, int]]:
+    """(start, end) of the records of ``buf`` from its first one at ``pos`` (-1: none) that start
+    in the SPAN bytes from it, as long as each is plausible and whole."""
+    stop = pos + SPAN
+    while 0 <= pos < stop:
+        end = plausible(buf, pos)
+        if end < 0:
+            return
+        yield pos, end
+        pos = end
 
 
 def _first_record(buf: bytes, last: bool, plausible, marks: list[tuple[bytes, int]]) -> int:  # noqa: ANN001
