@@ -350,13 +350,13 @@ def inspect(
     if max_frames is None and time_format != "d" and jobs != 1 and not any(is_stream(p) for p in paths):
         from analyzer.job_count import jobs_for
 
-        n = jobs_for(paths, jobs)
-        if n > 1:
+        plan = jobs_for(paths, jobs)
+        if plan.jobs > 1:
             # Imported here: multiprocessing costs start-up (15 ms) that one process is spared.
             from analyzer import jobs as parallel
 
-            display.close(parallel.run(n, analyzer, display, paths, make_display, _run, _isatty(sys.stdout),
-                                       progress=lambda counts: progress_line(paths, counts)))
+            display.close(parallel.run(plan.jobs, analyzer, display, paths, make_display, _run, _isatty(sys.stdout),
+                                       progress=lambda counts: progress_line(paths, counts), placed=plan.placed))
             return
     events, error = _run(analyzer, paths)
     # A bound method, asked when used: the analyzer learns whether it reads several files only once

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import struct
 from collections import Counter, OrderedDict, deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from analyzer.api import Category, Connection, Direction, Dissector, Event, Finding, Frame, Rule, Severity
@@ -166,6 +166,11 @@ class Analyzer:
         #: conversation far enough (SYN, FIN, RST, idle expiry) to number them all as one analyzer
         #: would, so that n shards' events, merged by :meth:`order_key`, are one analyzer's.
         self.shard: tuple[int, int] | None = None
+        #: With a shard: the worker each sampled conversation goes to, by its 4-tuple (the lesser
+        #: of its two directions' flow keys; see :meth:`set_shard`), and the conversation ids
+        #: placed that way on another worker than id % n.
+        self._placed: Mapping[bytes, int] = {}
+        self._owner: dict[int, int] = {}
         self._capture_owner = True
         if shard is not None:
             self.set_shard(*shard)
@@ -593,13 +598,19 @@ class Analyzer:
             conv.info.complete = not conv.midstream
             yield from self._close(conv, ts)
 
-    def set_shard(self, k: int, n: int) -> None:
-        """Decode only shard ``k`` of ``n`` from now on (see ``shard``); on a fresh analyzer."""
+    def set_shard(self, k: int, n: int, placed: Mapping[bytes, int] | None = None) -> None:
+        """Decode only shard ``k`` of ``n`` from now on (see ``shard``); on a fresh analyzer.
+        ``placed``: the shard of each conversation known beforehand by its 4-tuple (the lesser of
+        its two directions' flow keys), as the capture's samples spread the work; the others are
+        dealt out in turn (see :meth:`owns`). Every shard must be given the same."""
         if not 0 <= k < n:
             raise ValueError(f"shard {k} of {n} does not exist")
         if self.packets or self._next_flow > 1:
             raise ValueError("set_shard needs a fresh analyzer")
+        if placed and not all(0 <= w < n for w in placed.values()):
+            raise ValueError(f"a conversation placed on a shard outside 0..{n - 1}")
         self.shard = (k, n)
+        self._placed = placed or {}
         self._capture_owner = k == 0
 
     def shard_state(self) -> dict[str, Any]:
@@ -631,11 +642,12 @@ class Analyzer:
                 self.capture_findings = dict(st["capture_findings"])
 
     def owns(self, flow_id: int) -> bool:
-        """Whether this analyzer decodes the conversation with this id. Conversations are dealt
-        out in turn (id modulo the shards): every shard numbers them alike, and a capture of two
+        """Whether this analyzer decodes the conversation with this id. A conversation placed
+        beforehand (see :meth:`set_shard`) goes where it was placed; the others are dealt out in
+        turn (id modulo the shards): every shard numbers them alike, and a capture of two
         conversations keeps two workers busy, which a hash of the 4-tuple would not."""
         shard = self.shard
-        return shard is None or flow_id % shard[1] == shard[0]
+        return shard is None or self._owner.get(flow_id, flow_id % shard[1]) == shard[0]
 
     def order_key(self, ev: Event) -> tuple:
         """Where an event just given back by :meth:`run` stands in the order one analyzer of the
@@ -661,6 +673,11 @@ class Analyzer:
             info.last_ts = ts
         conv = Conversation(info, self.max_buffer, midstream)
         self._live[conv.key] = conv
+        if self._placed and again is None:
+            key = conv.key
+            worker = self._placed.get(min(key, reverse_key(key)))
+            if worker is not None and self.shard is not None and worker != info.id % self.shard[1]:
+                self._owner[info.id] = worker
         if self.shard is not None and not self.owns(info.id):
             conv.foreign = True
             conv.undecided = False

@@ -3,8 +3,9 @@ written by this one in the order, and with the bytes, of a single process.
 
 Every worker reads the whole capture with its own analyzer (:meth:`Analyzer.set_shard`): it
 follows every conversation far enough to number them all as one analyzer would (SYN, FIN, RST,
-idle expiry), but reassembles, decodes and renders only its own share of them (conversation ids
-dealt out in turn), and the capture's own findings only in shard 0. Each event it shows leaves as
+idle expiry), but reassembles, decodes and renders only its own share of them (the conversations
+the parent's samples of the capture saw, placed so that the work spreads; the others dealt out in
+turn), and the capture's own findings only in shard 0. Each event it shows leaves as
 the text the chosen view makes of it, keyed by :meth:`Analyzer.order_key`; the parent merges the workers'
 streams by key, which is the order one analyzer gives events in, and writes the text as it
 comes. The request/response linker runs in the workers: its bounds are the request's own
@@ -73,12 +74,14 @@ class _Text(io.StringIO):
 
 def run(jobs: int, analyzer: Analyzer, display: Any, paths: list[str], make_display: Callable[[Analyzer], Any],
         events_of: Callable[[Analyzer, list[str]], tuple[Iterator[Any], list[str]]], tty: bool,
-        progress: Callable[[Callable[[], tuple[int, int]]], Any] | None = None) -> list[str]:
+        progress: Callable[[Callable[[], tuple[int, int]]], Any] | None = None,
+        placed: dict[bytes, int] | None = None) -> list[str]:
     """Run the capture over ``jobs`` workers and write their text through ``display``, made for
     ``analyzer`` (fresh: it takes the merged totals for the display's closing part); each worker
     makes its own with ``make_display``; ``tty``: whether standard output is a terminal (the
     workers' views make the text they would make for it). ``progress``, given a function of (packets, conversations)
-    so far, makes a progress line (a context manager) or None. Gives back the reading error, if any."""
+    so far, makes a progress line (a context manager) or None; ``placed``: the worker of each conversation
+    known beforehand (see :meth:`Analyzer.set_shard`). Gives back the reading error, if any."""
     ctx = multiprocessing.get_context("fork")
     # Where the slowest worker is (packets read, conversations seen), for the progress line.
     reached = ctx.RawArray("q", 2 * jobs)
@@ -91,7 +94,7 @@ def run(jobs: int, analyzer: Analyzer, display: Any, paths: list[str], make_disp
         for k in range(jobs):
             receive, send = ctx.Pipe(duplex=False)
             proc = ctx.Process(target=_worker, args=(k, jobs, send, analyzer, paths, make_display, events_of,
-                                                     tty, encoding, reached), daemon=True)
+                                                     tty, encoding, reached, placed), daemon=True)
             proc.start()
             send.close()
             pipes.append(receive)
@@ -151,9 +154,9 @@ def _items(pipe: Pipe, state: dict[str, Any], k: int) -> Iterator[Item]:
 
 def _worker(k: int, n: int, pipe: Pipe, analyzer: Analyzer, paths: list[str], make_display: Callable[[Analyzer], Any],
             events_of: Callable[[Analyzer, list[str]], tuple[Iterator[Any], list[str]]], tty: bool,
-            encoding: str | None, reached: Any) -> None:
+            encoding: str | None, reached: Any, placed: dict[bytes, int] | None) -> None:
     try:
-        _work(k, n, pipe, analyzer, paths, make_display, events_of, tty, encoding, reached)
+        _work(k, n, pipe, analyzer, paths, make_display, events_of, tty, encoding, reached, placed)
     except BaseException:  # noqa: BLE001 - whatever it was, the parent reports it
         try:
             pipe.send_bytes(pickle.dumps(("crash", traceback.format_exc())))
@@ -165,10 +168,10 @@ def _worker(k: int, n: int, pipe: Pipe, analyzer: Analyzer, paths: list[str], ma
 
 def _work(k: int, n: int, pipe: Pipe, analyzer: Analyzer, paths: list[str], make_display: Callable[[Analyzer], Any],
           events_of: Callable[[Analyzer, list[str]], tuple[Iterator[Any], list[str]]], tty: bool,
-          encoding: str | None, reached: Any) -> None:
+          encoding: str | None, reached: Any, placed: dict[bytes, int] | None) -> None:
     os.environ["STREAMPROTO_NO_PROGRESS"] = "1"  # the parent's terminal is not a worker's
     out = sys.stdout = _Text(tty, encoding)
-    analyzer.set_shard(k, n)
+    analyzer.set_shard(k, n, placed)
     display = make_display(analyzer)
     out.take()  # what the display writes first (the JSON document's head) is the parent's
     shown: list[tuple[bool, str]] = []

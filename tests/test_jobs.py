@@ -9,6 +9,7 @@ and requests linked to their responses across other conversations' frames."""
 from __future__ import annotations
 
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +22,7 @@ from analyzer.api import Finding, Frame
 from analyzer.capture import read_packets
 from analyzer.engine import Analyzer
 from analyzer.job_count import auto_jobs, jobs_for
-from analyzer.packets import LinkDecoder
+from analyzer.packets import LinkDecoder, flow_key, reverse_key
 from analyzer.pcapwrite import CaptureWriter, Segment, TcpConversation, ip_packet, write_capture
 
 ROOT = Path(__file__).parent.parent
@@ -90,20 +91,36 @@ def test_the_capture_is_a_crowd(capture: Path) -> None:
                                                                          "amqp_fast"}
 
 
+def _flow_key(f: Any) -> bytes:
+    key = flow_key(f.client, f.server)
+    return min(key, reverse_key(key))
+
+
 @pytest.mark.parametrize("shards", [2, 3, 5])
 @pytest.mark.parametrize("idle", [None, 0.05])
-def test_shards_merged_by_order_key_are_one_analyzer(capture: Path, shards: int, idle: float | None) -> None:
+@pytest.mark.parametrize("placing", [False, True])
+def test_shards_merged_by_order_key_are_one_analyzer(capture: Path, shards: int, idle: float | None,
+                                                     placing: bool) -> None:
     """The mechanism under --jobs, in one process: each shard's events in increasing keys, and the
     shards' events merged by key are one analyzer's, every row and total included. The idle
     timeout of 50 ms expires conversations between packets (wake-ups firing on other shards'
-    packets)."""
+    packets). ``placing``: some of the conversations placed beforehand by their 4-tuple (as
+    --jobs places the ones its samples see), each on another shard than its turn would give."""
     kw: dict[str, Any] = {} if idle is None else {"idle_timeout": idle}
     one = Analyzer(**kw)
     reference = [_event(ev) for ev in one.run_files([str(capture)])]
+    placed: dict[bytes, int] = {}
+    if placing:
+        rng = random.Random(shards)
+        for f in one.flows:
+            if rng.random() < 0.4:
+                other = rng.randrange(shards - 1)  # any shard but the one its turn gives
+                placed[_flow_key(f)] = other + (other >= f.id % shards)
     merged: list[tuple[tuple, tuple]] = []
     states = []
     for k in range(shards):
-        a = Analyzer(shard=(k, shards), **kw)
+        a = Analyzer(**kw)
+        a.set_shard(k, shards, placed)
         keyed = []
         for n, ev in enumerate(a.run_files([str(capture)])):
             keyed.append(((*a.order_key(ev), n), _event(ev)))
@@ -111,6 +128,10 @@ def test_shards_merged_by_order_key_are_one_analyzer(capture: Path, shards: int,
         assert keyed, f"shard {k} decoded nothing"
         merged += keyed
         states.append(a.shard_state())
+        # Each shard decoded the conversations placed on it, and the others' in turn.
+        own = {f.id for f in one.flows if placed.get(_flow_key(f), f.id % shards) == k}
+        assert {row[0] for row in states[-1]["rows"]} == own
+        assert {ev[1] for _, ev in keyed if ev[0] == "frame"} <= own
     assert [ev for _, ev in sorted(merged, key=lambda x: x[0])] == reference
     adopted = Analyzer()
     adopted.adopt_shards(states)
@@ -164,11 +185,11 @@ def test_jobs_must_be_positive(capture: Path) -> None:
 def test_default_jobs_are_the_cores_for_a_big_capture_of_several_conversations(
         tmp_path: Path, capture: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cores = os.cpu_count() or 1
-    assert auto_jobs([str(capture)]) == 1  # 4 MB at least: below, one process
+    assert auto_jobs([str(capture)]).jobs == 1  # 4 MB at least: below, one process
     monkeypatch.setattr(job_count, "AUTO_MIN_BYTES", 1000)
-    assert auto_jobs([str(capture)]) == cores
+    assert auto_jobs([str(capture)]).jobs == cores
     # One conversation: the other workers would only skip its packets.
-    assert auto_jobs([str(ROOT / "captures/amqp091/pika_large.pcap")]) == 1
+    assert auto_jobs([str(ROOT / "captures/amqp091/pika_large.pcap")]).jobs == 1
     # Two conversations, one of them carrying nearly every packet: one process as well.
     busy, idle = TcpConversation(("10.0.0.1", 40000), ("10.0.0.2", 5672)), TcpConversation(("10.0.0.3", 40001),
                                                                                                ("10.0.0.2", 5672))
@@ -177,38 +198,41 @@ def test_default_jobs_are_the_cores_for_a_big_capture_of_several_conversations(
         for _ in range(n):
             c.send("c2s", b"x" * 100)
     write_capture(str(tmp_path / "dominant.pcap"), [busy, idle])
-    assert auto_jobs([str(tmp_path / "dominant.pcap")]) == 1
-    # Three conversations on two cores, dealt out as the analyzer deals them (id % 2: the first
-    # and third to one worker): the busiest one carries under 80 % of the packets, but with the
-    # third beside it its worker gets over 80 % (the shape of bench's amqp091_routed_mixed, where
-    # --jobs 2 took 1.9 s against 1.65 s): one process. With the third one small, two.
+    assert auto_jobs([str(tmp_path / "dominant.pcap")]).jobs == 1
+    # Three conversations on two cores: the busiest one gets a worker of its own, the other two
+    # share the other (the shape of bench's amqp091_routed_mixed, which dealt out in turn, id % 2,
+    # gave the busiest one and the third to one worker, over 80 % of the work, and ran slower
+    # with two processes than with one). Two processes unless the busiest one alone is more than
+    # DOMINANT of the work.
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
-    for (first, second, third), want in (((300, 60, 60), 1), ((300, 150, 10), 2)):
+    for (first, second, third), want in (((300, 60, 60), 2), ((300, 150, 10), 2), ((400, 60, 60), 1)):
         convs = [TcpConversation((f"10.0.1.{i}", 40000 + i), ("10.0.0.2", 5672)) for i in range(3)]
         for c, n in zip(convs, (first, second, third), strict=True):
             c.handshake()
             for _ in range(n):
                 c.send("c2s", b"x" * 100)
         write_capture(str(tmp_path / "three.pcap"), convs)
-        assert max(first, second, third) < job_count.DOMINANT * (first + second + third)
-        assert auto_jobs([str(tmp_path / "three.pcap")]) == want, (first, second, third)
+        plan = auto_jobs([str(tmp_path / "three.pcap")])
+        assert plan.jobs == want, (first, second, third)
+        if want == 2:
+            assert plan.placed == {_key(convs[0]): 0, _key(convs[1]): 1, _key(convs[2]): 1}
     junk = tmp_path / "junk.pcap"
     junk.write_bytes(bytes(5000))
-    assert auto_jobs([str(junk)]) == 1  # not a capture: one process reports it
-    assert auto_jobs([str(tmp_path / "missing.pcap")]) == 1
+    assert auto_jobs([str(junk)]).jobs == 1  # not a capture: one process reports it
+    assert auto_jobs([str(tmp_path / "missing.pcap")]).jobs == 1
 
 
 def test_jobs_n_is_an_upper_bound(tmp_path: Path, capture: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """--jobs N takes N processes when the conversations spread over them and one when they do
     not (one conversation's capture, the shape of bench's iggy_send_poll, where --jobs 2 took 1.53 s
     against 1.23 s), whatever the capture's size; several files are looked at in capture order."""
-    assert jobs_for([str(capture)], 2) == 2 and jobs_for([str(capture)], 3) == 3
-    assert jobs_for([str(capture)], 1) == 1
+    assert jobs_for([str(capture)], 2).jobs == 2 and jobs_for([str(capture)], 3).jobs == 3
+    assert jobs_for([str(capture)], 1).jobs == 1
     one_conversation = str(ROOT / "captures/amqp091/pika_large.pcap")
-    assert jobs_for([one_conversation], 2) == 1
+    assert jobs_for([one_conversation], 2).jobs == 1
     monkeypatch.setattr(job_count, "AUTO_MIN_BYTES", 0)
-    assert jobs_for([one_conversation], None) == 1
-    assert jobs_for([str(capture)], None) == (os.cpu_count() or 1)
+    assert jobs_for([one_conversation], None).jobs == 1
+    assert jobs_for([str(capture)], None).jobs == (os.cpu_count() or 1)
     # Two files of one conversation each, the later one given first: together they spread.
     for i in range(2):
         c = TcpConversation((f"10.0.2.{i}", 40000 + i), ("10.0.0.2", 5672), ts=1_000.0 + 100 * i)
@@ -216,8 +240,8 @@ def test_jobs_n_is_an_upper_bound(tmp_path: Path, capture: Path, monkeypatch: py
         for _ in range(50):
             c.send("c2s", b"x" * 100)
         write_capture(str(tmp_path / f"{i}.pcap"), [c])
-    assert jobs_for([str(tmp_path / "1.pcap")], 2) == 1
-    assert jobs_for([str(tmp_path / "1.pcap"), str(tmp_path / "0.pcap")], 2) == 2
+    assert jobs_for([str(tmp_path / "1.pcap")], 2).jobs == 1
+    assert jobs_for([str(tmp_path / "1.pcap"), str(tmp_path / "0.pcap")], 2).jobs == 2
     # Conversations one after another (the shape of bench's amqp091_confirms): the work is told
     # from samples across the file, not its start (PEEK packets, all of the first conversation's).
     convs = []
@@ -229,7 +253,7 @@ def test_jobs_n_is_an_upper_bound(tmp_path: Path, capture: Path, monkeypatch: py
     write_capture(str(tmp_path / "after.pcap"), convs)
     monkeypatch.setattr(job_count, "PEEK", 1000)
     assert sum(1 for _ in read_packets(str(tmp_path / "after.pcap"))) > 2 * job_count.PEEK
-    assert jobs_for([str(tmp_path / "after.pcap")], 2) == 2
+    assert jobs_for([str(tmp_path / "after.pcap")], 2).jobs == 2
     # Bytes, not packets: a conversation of few large packets beside one of many small ones
     # (bench's amqp091_ack_multiple: 99 % of the packets, 61 % of the bytes).
     small, large = (TcpConversation((f"10.0.4.{i}", 40000 + i), ("10.0.0.2", 5672)) for i in range(2))
@@ -240,7 +264,7 @@ def test_jobs_n_is_an_upper_bound(tmp_path: Path, capture: Path, monkeypatch: py
         small.send("s2c", b"b" * 40)
     large.send("s2c", bytes(1448 * 40))  # 40 packets against 600
     write_capture(str(tmp_path / "sizes.pcap"), [small, large])
-    assert jobs_for([str(tmp_path / "sizes.pcap")], 2) == 2
+    assert jobs_for([str(tmp_path / "sizes.pcap")], 2).jobs == 2
     # Sampled across a larger file, each block stands for its share of the file: a conversation
     # of a few large packets after one of many small ones (the shape of ack_multiple, whose
     # consumer comes last) gets its share of the file, not one whole large packet per block.
@@ -253,8 +277,40 @@ def test_jobs_n_is_an_upper_bound(tmp_path: Path, capture: Path, monkeypatch: py
     large.send("s2c", bytes(60_000 * 10), mss=60_000)
     write_capture(str(tmp_path / "last.pcap"), [small, large])
     assert os.path.getsize(tmp_path / "last.pcap") > 2 * capture_sample.WINDOWS * capture_sample.SPAN
-    assert jobs_for([str(tmp_path / "last.pcap")], 2) == 2
-    assert jobs_for([str(tmp_path / "missing.pcap")], 2) == 1
+    assert jobs_for([str(tmp_path / "last.pcap")], 2).jobs == 2
+    assert jobs_for([str(tmp_path / "missing.pcap")], 2).jobs == 1
+
+
+def _key(c: TcpConversation) -> bytes:
+    key = flow_key(c.client, c.server)
+    return min(key, reverse_key(key))
+
+
+def test_a_placement_outside_the_shards_is_refused() -> None:
+    with pytest.raises(ValueError, match="outside"):
+        Analyzer().set_shard(0, 2, {bytes(12): 2})
+
+
+def test_busy_conversations_get_workers_of_their_own(tmp_path: Path) -> None:
+    """Two busy conversations whose numbers would deal them to one worker (2 and 4 of four: the
+    shape of bench's rabbitmq_stream_subbatch, a publisher and a consumer each opened after a
+    short locator connection) go to two workers; the small ones fill up after them."""
+    convs = [TcpConversation((f"10.0.6.{i}", 40000 + i), ("10.0.0.2", 5552), ts=1_000.0 + i) for i in range(4)]
+    for c, n in zip(convs, (3, 200, 3, 180), strict=True):
+        c.handshake()
+        for _ in range(n):
+            c.send("c2s", b"x" * 100)
+    write_capture(str(tmp_path / "stream.pcap"), convs)
+    plan = jobs_for([str(tmp_path / "stream.pcap")], 2)
+    assert plan.jobs == 2
+    assert plan.placed[_key(convs[1])] != plan.placed[_key(convs[3])]
+    # The small ones join the less busy of the two.
+    assert plan.placed[_key(convs[0])] == plan.placed[_key(convs[2])] == plan.placed[_key(convs[3])]
+    # Three workers: each busy one alone, the small ones together on the third.
+    placed = job_count.placement([str(tmp_path / "stream.pcap")], 3)
+    assert placed is not None
+    assert len({placed[_key(convs[1])], placed[_key(convs[3])], placed[_key(convs[0])]}) == 3
+    assert placed[_key(convs[0])] == placed[_key(convs[2])]
 
 
 def test_jobs_2_on_one_conversation_runs_in_this_process(monkeypatch: pytest.MonkeyPatch) -> None:
