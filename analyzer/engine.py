@@ -96,6 +96,7 @@ CLOSED_KEEP = 4096
 #: default for TCP inactivity is the same 5 minutes). 0 or None: never.
 DEFAULT_IDLE_TIMEOUT = 300.0
 _SYN_FIN_RST = SYN | FIN | RST
+_SYN_ACK = SYN | ACK
 #: What a delivery that made nothing gives back (shared: no list per packet).
 _NOTHING: tuple[Event, ...] = ()
 _C2S, _S2C = Direction.C2S, Direction.S2C
@@ -346,6 +347,18 @@ class Analyzer:
                             self.packets, self.last_ts = count, ts
                             yield from out
                         continue
+                    if (hit is not None and flags & _SYN_ACK != SYN and doff >= 0x50
+                            and start <= end <= len(data)):
+                        # A SYN-ACK, FIN or RST of a known conversation: the general path's steps
+                        # without building a TcpSegment and looking the conversation up again (a
+                        # bare SYN may start a new conversation on the 4-tuple: not here).
+                        conv = hit.conv
+                        self.packets, self.last_ts = count, ts
+                        yield from self._on_segment(conv, _C2S if conv.c2s is hit else _S2C, seq, ack, flags,
+                                                    data[start:end], number, ts)
+                        if self._startup_errors:
+                            yield from self._pop_startup_errors()
+                        continue
                 seg = decode(pkt)
                 if seg is None:
                     continue
@@ -554,47 +567,53 @@ class Analyzer:
                 conv = self._open(seg, ts, old)
             else:
                 conv = self._open(seg, ts)
+        direction = _C2S if (seg.src, seg.sport) == conv.info.client else _S2C
+        yield from self._on_segment(conv, direction, seg.seq, seg.ack, seg.flags, seg.payload, number, ts)
+
+    def _on_segment(self, conv: Conversation, direction: Direction, seq: int, ack: int, flags: int, payload: bytes,
+                    number: int, ts: float) -> Iterator[Event]:
+        """A segment of ``conv`` in ``direction``, in general: SYN, FIN, RST, and what the fast
+        path leaves (see :meth:`_segment`)."""
         info = conv.info
-        direction = _C2S if (seg.src, seg.sport) == info.client else _S2C
         info.packets += 1
         info.last_ts = ts
         side = conv.side(direction)
         if conv.foreign:
-            yield from self._foreign_segment(conv, direction, side, seg, ts)
+            yield from self._foreign_segment(conv, direction, side, seq, flags, payload, ts)
             return
         events: list[Data | Gap | Note] = []
-        if seg.flags & SYN:
-            side.syn(seg.seq)
+        if flags & SYN:
+            side.syn(seq)
             if direction is _C2S:
-                conv.isn_client = seg.seq
-        if seg.flags & ACK:
-            events_peer = conv.side(direction.other).peer_ack(seg.ack, number, ts)
+                conv.isn_client = seq
+        if flags & ACK:
+            events_peer = conv.side(direction.other).peer_ack(ack, number, ts)
             if events_peer:
                 yield from self._stream(conv, direction.other, events_peer, ts)
-        if seg.payload or seg.flags & FIN:
-            events = side.segment(seg.seq, seg.payload, bool(seg.flags & FIN), number, ts)
+        if payload or flags & FIN:
+            events = side.segment(seq, payload, bool(flags & FIN), number, ts)
             if events:
                 yield from self._stream(conv, direction, events, ts)
                 # Heuristics may have swapped the roles.
                 direction = _C2S if conv.c2s is side else _S2C
-        if seg.flags & FIN:
+        if flags & FIN:
             side.fin = True
-        if seg.flags & RST or (side.fin and conv.side(direction.other).fin):
+        if flags & RST or (side.fin and conv.side(direction.other).fin):
             info.complete = not conv.midstream
             yield from self._close(conv, ts)
 
-    def _foreign_segment(self, conv: Conversation, direction: Direction, side: Side, seg: TcpSegment,
-                         ts: float) -> Iterator[Event]:
-        """:meth:`_segment` for another shard's conversation: what decides when it ends, and
+    def _foreign_segment(self, conv: Conversation, direction: Direction, side: Side, seq: int, flags: int,
+                         payload: bytes, ts: float) -> Iterator[Event]:
+        """:meth:`_on_segment` for another shard's conversation: what decides when it ends, and
         whether it carried bytes (a new SYN on its 4-tuple then starts a new one), nothing more."""
-        if seg.flags & SYN:
-            side.syn(seg.seq)
+        if flags & SYN:
+            side.syn(seq)
             if direction is _C2S:
-                conv.isn_client = seg.seq
-        _foreign_bytes(conv, side, len(seg.payload))
-        if seg.flags & FIN:
+                conv.isn_client = seq
+        _foreign_bytes(conv, side, len(payload))
+        if flags & FIN:
             side.fin = True
-        if seg.flags & RST or (side.fin and conv.side(direction.other).fin):
+        if flags & RST or (side.fin and conv.side(direction.other).fin):
             conv.info.complete = not conv.midstream
             yield from self._close(conv, ts)
 
