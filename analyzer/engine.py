@@ -482,6 +482,7 @@ class Analyzer:
         finished.append(info.id)
         while len(finished) > self.max_finished_rows:
             old = self._rows.pop(finished.popleft())
+            self._owner.pop(old.id, None)  # placed on a shard (see set_shard): no row, nothing to own
             if old.frames:
                 self.dropped_frames[old.protocol or "undecoded"] += old.frames
             dropped = self.dropped_findings

@@ -286,6 +286,25 @@ def _key(c: TcpConversation) -> bytes:
     return min(key, reverse_key(key))
 
 
+def test_placed_conversations_are_forgotten_with_their_rows(tmp_path: Path) -> None:
+    """With a bound on finished rows (live capture), what a shard remembers of conversations placed
+    off their turn goes with their rows: memory stays flat however many there are."""
+    convs = []
+    for i in range(40):  # one 4-tuple used again and again, placed on the shard its ids do not give
+        c = TcpConversation(("10.0.7.1", 40000), ("10.0.0.2", 5672), ts=1_000.0 + i, isn_client=1000 + 10_000 * i)
+        c.handshake()
+        c.send("c2s", b"AMQP\x00\x00\x09\x01")
+        c.close()
+        convs.append(c)
+    write_capture(str(tmp_path / "reused.pcap"), convs)
+    a = Analyzer(max_finished_rows=3)
+    a.set_shard(0, 2, {_key(convs[0]): 1})
+    list(a.run_files([str(tmp_path / "reused.pcap")]))
+    assert a.conversations == 40
+    assert len(a._owner) <= 3
+    assert not any(a.owns(f.id) for f in a.flows)  # every one of them placed on the other shard
+
+
 def test_a_placement_outside_the_shards_is_refused() -> None:
     with pytest.raises(ValueError, match="outside"):
         Analyzer().set_shard(0, 2, {bytes(12): 2})
