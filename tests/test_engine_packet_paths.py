@@ -89,8 +89,9 @@ def _endings() -> list[TcpConversation]:
     c.send("s2c", b"b" * 300, mss=100)
     c.drop(len(c.segments) - 2)
     c.close()
-    c = conv(6)  # a reset refusing the connection
+    c = conv(6)  # a reset refusing the connection: the SYN, then the server's RST
     c.handshake()
+    del c.segments[1:]
     c.rst("s2c")
     return convs
 
