@@ -86,10 +86,9 @@ def placement(paths: list[str], n: int) -> dict[bytes, int] | None:
                         key = dec.key
                         key = min(key, reverse_key(key))
                         in_window[key] = in_window.get(key, 0) + len(pkt.data)
-                        work.setdefault(key, 0.0)
                 total = sum(in_window.values()) or 1
-                for key, size in in_window.items():
-                    work[key] += size / total
+                for key, size in in_window.items():  # in order of appearance, as ties want it
+                    work[key] = work.get(key, 0.0) + size / total
     except CaptureError:
         pass
     if len(work) < 2:

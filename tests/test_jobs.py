@@ -91,8 +91,9 @@ def test_the_capture_is_a_crowd(capture: Path) -> None:
                                                                          "amqp_fast"}
 
 
-def _flow_key(f: Any) -> bytes:
-    key = flow_key(f.client, f.server)
+def _key(c: Any) -> bytes:
+    """The 4-tuple a placement names a conversation by (a TcpConversation's or a FlowInfo's)."""
+    key = flow_key(c.client, c.server)
     return min(key, reverse_key(key))
 
 
@@ -115,7 +116,7 @@ def test_shards_merged_by_order_key_are_one_analyzer(capture: Path, shards: int,
         for f in one.flows:
             if rng.random() < 0.4:
                 other = rng.randrange(shards - 1)  # any shard but the one its turn gives
-                placed[_flow_key(f)] = other + (other >= f.id % shards)
+                placed[_key(f)] = other + (other >= f.id % shards)
     merged: list[tuple[tuple, tuple]] = []
     states = []
     for k in range(shards):
@@ -129,7 +130,7 @@ def test_shards_merged_by_order_key_are_one_analyzer(capture: Path, shards: int,
         merged += keyed
         states.append(a.shard_state())
         # Each shard decoded the conversations placed on it, and the others' in turn.
-        own = {f.id for f in one.flows if placed.get(_flow_key(f), f.id % shards) == k}
+        own = {f.id for f in one.flows if placed.get(_key(f), f.id % shards) == k}
         assert {row[0] for row in states[-1]["rows"]} == own
         assert {ev[1] for _, ev in keyed if ev[0] == "frame"} <= own
     assert [ev for _, ev in sorted(merged, key=lambda x: x[0])] == reference
@@ -279,11 +280,6 @@ def test_jobs_n_is_an_upper_bound(tmp_path: Path, capture: Path, monkeypatch: py
     assert os.path.getsize(tmp_path / "last.pcap") > 2 * capture_sample.WINDOWS * capture_sample.SPAN
     assert jobs_for([str(tmp_path / "last.pcap")], 2).jobs == 2
     assert jobs_for([str(tmp_path / "missing.pcap")], 2).jobs == 1
-
-
-def _key(c: TcpConversation) -> bytes:
-    key = flow_key(c.client, c.server)
-    return min(key, reverse_key(key))
 
 
 def test_placed_conversations_are_forgotten_with_their_rows(tmp_path: Path) -> None:
