@@ -39,3 +39,18 @@ def test_the_remembered_answers_stay_bounded_and_right() -> None:
         assert decode._is_text(f"x-app/t{i}", b"abc") is None
         assert decode._is_text(f"text/t{i}", b"abc") == "abc"
     assert len(decode._TEXTUAL) <= 256
+
+
+def test_the_info_words_of_a_whole_message() -> None:
+    """A body frame's Info names the whole message: text shown up to 40 characters (then an
+    ellipsis) as Python's repr, binary bodies and empty ones without a preview."""
+    text = "0123456789" * 5
+    assert decode.message_info(("Basic.Publish", 50, 1, text.encode(), "text/plain")) == \
+        f" [Basic.Publish message 50 bytes: '{text[:40]}…']"
+    assert decode.message_info(("Basic.Deliver", 40, 1, text[:40].encode(), "")) == \
+        f" [Basic.Deliver message 40 bytes: '{text[:40]}']"
+    assert decode.message_info(("Basic.GetOk", 3, 2, b"it's", "text/plain")) == \
+        " [Basic.GetOk message 3 bytes: \"it's\"]"
+    assert decode.message_info(("Basic.Return", 0, 0, b"", "text/plain")) == " [Basic.Return message 0 bytes]"
+    assert decode.message_info(("Basic.Publish", 4, 1, b"\x00\x01\x02\x03", "")) == \
+        " [Basic.Publish message 4 bytes (binary)]"

@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 
 from analyzer.api import Frame
-from dissectors.amqp091 import Amqp091Dissector
+from dissectors.amqp091 import Amqp091Dissector, decode
 from dissectors.amqp091 import encode as E
+from dissectors.amqp091.decode import IDS
 from dissectors.kit.lazy import QUICK_INFO, LazyFrame
 from tests.replay import Recorded
 from tests.test_amqp091_hotpath import ALL, busy_session, busy_variants, variants
@@ -74,3 +75,25 @@ def test_quick_info_of_names_that_are_not_utf8() -> None:
     lines, _ = infos(rec, "info")
     assert "Basic.Publish x=b'ex\\x80' rk=b'\\xff\\xfe'" in lines
     assert "Basic.Deliver x=x rk=b'k\\xc3' tag=1" in lines
+
+
+def test_quick_info_remembers_the_frames_that_repeat(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Info lines are remembered by frame bytes (decode._INFO_SEEN) for the methods whose frames
+    repeat (Basic.Publish, the handshake, the closes), never for those naming a delivery tag, and
+    no more than the bound; the lines stay the tree's (check, above, runs with the memory)."""
+    seen: dict[bytes, str] = {}
+    monkeypatch.setattr(decode, "_INFO_SEEN", seen)
+    lines, _ = infos(busy_session(), "info")
+    kinds = {IDS.unpack_from(key, 7) for key in seen}
+    assert (60, 40) in kinds  # Basic.Publish
+    assert (10, 11) in kinds  # Connection.StartOk
+    assert not kinds & {(60, 60), (60, 80), (60, 71)}  # Deliver, Ack, GetOk: a tag each
+    # Twelve batches of five publishes to one exchange and key: a single line each way.
+    assert sum(key[7:11] == b"\x00\x3c\x00\x28" for key in seen) == 1
+    # Each with its own confirm number after the remembered line.
+    publishes = [line for line in lines if line.startswith("Basic.Publish x=x rk=r seq=")]
+    assert len(set(publishes)) == 60 and len(publishes) == 60 * 2 * len(DISSECTORS)
+    monkeypatch.setattr(decode, "_INFO_SEEN_MAX", 3)
+    seen.clear()
+    infos(busy_session(), "info")
+    assert 0 < len(seen) <= 3

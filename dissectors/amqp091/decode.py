@@ -138,13 +138,45 @@ _PLAIN = {code: all(type(f.type) in (Int, Prefixed, Bit) for f in meth.layout.fi
           for code, meth in METHODS.items()}
 
 
+#: Quick Info lines by frame bytes, for the methods whose frames repeat byte for byte: a
+#: publisher's Basic.Publish to one exchange and key, Basic.Return, a connection's handshake and
+#: closes (short connections repeat them by the thousand). Not for the methods whose Info names a
+#: delivery tag, which differs from frame to frame. Short frames only; emptied when full.
+_INFO_SEEN: dict[bytes, str] = {}
+_INFO_KEY_MAX = 1024
+_INFO_SEEN_MAX = 512
+
+
+def _remembering(quick: Callable[[bytes], str]) -> Callable[[bytes], str]:
+    """``quick`` with its lines remembered in _INFO_SEEN (a function of the frame bytes alone)."""
+    def remembered(data: bytes) -> str:
+        if type(data) is not bytes or len(data) > _INFO_KEY_MAX:
+            return quick(data)
+        text = _INFO_SEEN.get(data)
+        if text is None:
+            text = quick(data)
+            if len(_INFO_SEEN) >= _INFO_SEEN_MAX:
+                _INFO_SEEN.clear()
+            _INFO_SEEN[data] = text
+        return text
+    return remembered
+
+
 def _quick_for(meth: Method) -> Callable[[bytes], str]:
     """The function quick_method uses for ``meth``'s frames: the data's Info line, by the cheapest
-    reader that gives build_method's values."""
+    reader that gives build_method's values, remembered by the bytes unless its Info names a
+    delivery tag."""
     name = meth.name
     has_reply_code = any(f.name == "reply_code" for f in meth.layout.fields)
     if not meth.info and not has_reply_code:  # the name alone: no decoding
         return lambda data: name
+    quick = _quick_reader(meth, has_reply_code)
+    return quick if any(arg == "delivery_tag" for _label, arg in meth.info) else _remembering(quick)
+
+
+def _quick_reader(meth: Method, has_reply_code: bool) -> Callable[[bytes], str]:
+    """The reader behind _quick_for's function."""
+    name = meth.name
     quick = INFO_ARGS.get(meth.code)
     if quick is not None and not has_reply_code:
         # Lazy method frames of these passed their fast layout check. method_info's own format,
@@ -510,10 +542,10 @@ def quick_body(frame: LazyFrame, msg: tuple | None) -> str:
     """The Info line build_body gives, without the field tree."""
     data = frame.data
     assert data is not None
-    info = f"ContentBody len={HDR.unpack_from(data, 0)[2]}"
-    if msg is not None:
-        info += message_info(msg)
-    return info
+    if msg is None:
+        return f"ContentBody len={HDR.unpack_from(data, 0)[2]}"
+    name, total, _frames, raw, content_type = msg  # message_info's, inline: one call less a body
+    return f"ContentBody len={HDR.unpack_from(data, 0)[2]}{_message_info(name, total, _is_text(content_type, raw))}"
 
 
 #: content type -> whether it names text; asked for every message shown (a few types in a capture).
@@ -544,11 +576,6 @@ def _is_text(content_type: str, raw: bytes) -> str | None:
     if not textual and not all(c.isprintable() or c in "\r\n\t" for c in text[:256]):
         return None
     return text
-
-
-def _short(value: Any, limit: int = 40) -> str:
-    s = value if isinstance(value, str) else repr(value)
-    return s if len(s) <= limit else s[:limit] + "…"
 
 
 def _message_parts(msg: tuple) -> tuple[list[tuple[str, Any]], list[str | None], str | None]:
@@ -587,8 +614,12 @@ def message_info(msg: tuple) -> str:
 
 
 def _message_info(name: str, total: int, text: str | None) -> str:
-    preview = (f": {_short(text)!r}" if total else "") if text is not None else " (binary)"
-    return f" [{name} message {total} bytes{preview}]"
+    if text is None:
+        return f" [{name} message {total} bytes (binary)]"
+    if not total:
+        return f" [{name} message 0 bytes]"
+    # A text body's first 40 characters
+    return f" [{name} message {total} bytes: {text if len(text) <= 40 else text[:40] + '…'!r}]"
 
 
 QUICK_INFO.update({build_method: quick_method, build_header: quick_header, build_body: quick_body})
