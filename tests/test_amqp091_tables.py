@@ -163,6 +163,19 @@ def test_the_brokers_product_and_version_from_the_bytes_are_the_trees(props: dic
     frame, meth, values = decode.method(Direction.S2C, data, 0, len(data) - 8, 0, [])
     assert meth is not None and values is not None
     assert decode.server_product(frame) == _tree_product(frame)
+    # Answered again from the memory of Start frames (decode._PRODUCTS_SEEN), which every case of
+    # this test fills in turn: a key that confused two brokers' frames would fail a later case.
+    assert decode.server_product(frame) == _tree_product(frame)
+    if data in decode._PRODUCTS_SEEN:  # product and version as strings: read from the bytes
+        assert decode._PRODUCTS_SEEN[data] == _tree_product(frame)
+
+
+def test_a_brokers_start_frame_is_read_once() -> None:
+    data = _start(SERVER_PROPERTIES[0])
+    frame, _meth, _values = decode.method(Direction.S2C, data, 0, len(data) - 8, 0, [])
+    decode._PRODUCTS_SEEN.clear()
+    assert decode.server_product(frame) == _tree_product(frame)
+    assert decode._PRODUCTS_SEEN == {data: _tree_product(frame)}
 
 
 def test_frame_min_follows_the_brokers_version() -> None:

@@ -367,6 +367,12 @@ def table_notes(what: str, findings: list[Finding]) -> None:
 _START_PROPERTIES = 13
 
 
+#: server_product's answers for lazy frames by their bytes: a broker sends every connection the
+#: same Connection.Start. Short frames only; emptied when full.
+_PRODUCTS_SEEN: dict[bytes, tuple[Any, Any]] = {}
+_PRODUCTS_SEEN_MAX = 64
+
+
 def server_product(frame: Frame) -> tuple[Any, Any]:
     """The values of the ``product`` and ``version`` entries of a Connection.Start's server
     properties (None for one that is absent). A lazy frame's table is clean (see method()): its
@@ -374,8 +380,16 @@ def server_product(frame: Frame) -> tuple[Any, Any]:
     if type(frame) is LazyFrame:
         data = frame.data
         assert data is not None
+        key = data if type(data) is bytes and len(data) <= _METHOD_KEY_MAX else None
+        found = _PRODUCTS_SEEN.get(key) if key is not None else None
+        if found is not None:
+            return found
         found = table_string_entries(data, _START_PROPERTIES, ("product", "version"))
         if found is not None:
+            if key is not None:
+                if len(_PRODUCTS_SEEN) >= _PRODUCTS_SEEN_MAX:
+                    _PRODUCTS_SEEN.clear()
+                _PRODUCTS_SEEN[key] = found
             return found
     props: Field | None = next((f for f in frame.fields if f.name == "server_properties"), None)
     if props is None:
