@@ -272,23 +272,31 @@ def test_commands_docs_cover_every_key() -> None:
     (b"\x00\x00\x00\x01ab", 1, 1, "entry 3: 1 bytes after the sub-batch's 1 records"),
 ])
 def test_sub_batch_records_counted_and_their_problems_worded(records: bytes, count: int, whole: int,
-                                                              error: str | None) -> None:
-    from dissectors.rabbitmq_stream.chunk import ChunkProblem, _sub_batch_records
+                                                              error: str | None,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from dissectors.rabbitmq_stream import chunk
+    from dissectors.rabbitmq_stream.chunk import ChunkProblem, RecordsField, _sub_batch_records
 
-    for build in (True, False):
+    for shortcut in (True, False):
+        if not shortcut:  # record by record
+            monkeypatch.setattr(chunk, "_uniform_end", lambda *_: -1)
         problems = ChunkProblem()
         data = b"\xff" * 5 + records  # the records start after a few other bytes of the frame
-        fields, got = _sub_batch_records(data, 5, len(records), 0, count, None, 0, 100, 0, problems, 3, build)
-        assert got == whole and problems.errors == ([error] if error else [])
-        assert [f.value for f in fields] == ([100 + i for i in range(whole)] if build else [])
+        fields, got = _sub_batch_records(data, 5, len(records), 0, count, None, 0, problems, 3)
+        assert fields == [] and got == whole and problems.errors == ([error] if error else [])
+        # The records node made of them: the whole records, numbered from the first offset.
+        node = RecordsField(got, 5, len(records), data, 5, got, 0, 100)
+        assert [f.value for f in node.children or ()] == [100 + i for i in range(whole)]
+        assert [f.offset for f in node.children or ()][:1] == ([5] if whole else [])
 
 
-def test_sub_batch_records_checked_alike_with_and_without_their_fields() -> None:
-    """Checking only (no fields) takes a shortcut for records of one length; building the fields
-    walks them one by one: both must count the same records and word the same problems."""
+def test_sub_batch_records_checked_alike_with_and_without_the_shortcut(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Records of one length are checked by a shortcut (_uniform_end); others record by record:
+    both must count the same records and word the same problems."""
     import random
     import struct
 
+    from dissectors.rabbitmq_stream import chunk
     from dissectors.rabbitmq_stream.chunk import ChunkProblem, _sub_batch_records
 
     rng = random.Random(15)
@@ -311,9 +319,12 @@ def test_sub_batch_records_checked_alike_with_and_without_their_fields() -> None
         uniform += len(set(lengths)) == 1
         data = b"\x01\x02" + records
         results = []
-        for build in (True, False):
-            problems = ChunkProblem()
-            _, got = _sub_batch_records(data, 2, len(records), 0, count, None, 0, 0, 0, problems, 4, build)
-            results.append((got, problems.errors))
+        for shortcut in (True, False):
+            with monkeypatch.context() as m:
+                if not shortcut:
+                    m.setattr(chunk, "_uniform_end", lambda *_: -1)
+                problems = ChunkProblem()
+                _, got = _sub_batch_records(data, 2, len(records), 0, count, None, 0, problems, 4)
+                results.append((got, problems.errors))
         assert results[0] == results[1], (lengths, records.hex())
     assert uniform > 1000

@@ -136,3 +136,62 @@ def test_publish_sub_batches_are_built_when_read_and_alike(monkeypatch):
     eager, _ = layout.read("messages", memoryview(raw), 0, len(raw))
     assert _tree(lazy) == _tree(eager)
     assert [len(r.children) for r in later] == [5, 3]
+
+
+def _sub_batch_session():
+    """Deliver chunks and v1 Publishes of sub-batches, plain and gzip: AMQP 1.0 messages of
+    several shapes, records that are not AMQP 1.0, simple entries beside them, and a sub-batch
+    whose last record overruns it (its whole records only)."""
+    from dissectors.rabbitmq_stream import encode as E
+
+    msgs = [amqp.encode_message(b'{"n": %d}' % i, application_properties={"batch": i % 3})
+            for i in range(12)]
+    msgs += [amqp.encode_message(b"x" * 300, properties={"message_id": "m", "content_type": "text/plain"}),
+             b"not an AMQP 1.0 message", amqp.encode_message(None, value=[1, "two"]), b"\x00\x53\x75\xa0"]
+    s = E.Script().extend(E.handshake())
+    s.c(E.request("Subscribe", correlation_id=20, subscription_id=0, stream="s", offset_spec={"type": 1}, credit=9))
+    s.s(E.response("Subscribe", correlation_id=20, response_code=1))
+    s.c(E.request("DeclarePublisher", correlation_id=21, publisher_id=1, publisher_reference="", stream="s"))
+    s.s(E.response("DeclarePublisher", correlation_id=21, response_code=1))
+    first = 0
+    for compression in (0, 1):
+        entries = [E.sub_batch_entry(msgs, compression), E.simple_entry(msgs[0]), E.sub_batch_entry(msgs[:5], compression)]
+        s.s(E.deliver(0, E.build_chunk(entries, len(msgs) + 6, first)))
+        first += len(msgs) + 6
+        s.c(E.request("Publish", 1, publisher_id=1, messages=[
+            {"publishing_id": 1 + compression * 10, "sub_batch": msgs, "compression": compression},
+            {"publishing_id": 2 + compression * 10, "message": msgs[1]}]))
+    # A sub-batch whose last record's length runs past its data: the records before it only.
+    cut = bytearray(E.sub_batch_entry(msgs[:4]))
+    cut[-len(msgs[3]) - 4:-len(msgs[3])] = (len(msgs[3]) + 50).to_bytes(4, "big")
+    s.s(E.deliver(0, E.build_chunk([bytes(cut)], 4, first)))
+    return s
+
+
+def test_sub_batch_records_json_in_one_loop_is_the_trees():
+    """A sub-batch's records give their JSON in one loop (chunk.RecordsField.json_value, and the
+    records of a Publish's sub-batch listed later): the same text and cuts as the JSON of their
+    RecordFields, on Deliver chunks and Publishes, plain and compressed."""
+    from dissectors.rabbitmq_stream import chunk
+    from dissectors.rabbitmq_stream.encode import run
+
+    def frames():
+        return [e for e in run(_sub_batch_session()) if isinstance(e, Frame) and e.command in ("Deliver", "Publish")]
+
+    for limit in (0, 4, 1 << 20):
+        set_max_value(limit)
+        try:
+            direct, tree = frames(), frames()
+            built = 0
+            for f in tree:  # every records node made the tree's way: its RecordFields built
+                for node in nodes(f.fields, RecordField):
+                    built += node.children is not None
+            assert built > 50
+            fresh = frames()
+            assert sum(len(nodes(f.fields, chunk.RecordsField)) for f in fresh) == 5  # the Deliver sub-batches
+            later = [n for f in frames() for n in nodes(f.fields, chunk.LazyField) if n.name == "records"]
+            assert len(later) == 2  # the Publish ones
+            for a, b in zip(direct, tree, strict=True):
+                assert with_cuts(lambda a=a: fields_json(a.fields)) == with_cuts(lambda b=b: fields_json(b.fields))
+        finally:
+            set_max_value(jsonout.MAX_VALUE)

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from analyzer.api import Field
-from analyzer.jsonout import fields_json
+from analyzer.jsonout import field_json, fields_json
 from dissectors.kit import inflate
 from dissectors.kit.lazy import BASE_CHILDREN, LazyChildren, LazyField
 from dissectors.rabbitmq_stream import amqp
@@ -140,6 +140,68 @@ class RecordField(LazyChildren):
         return out
 
 
+class RecordsField(LazyChildren):
+    """The records of a sub-batch (``count`` whole ones from ``start`` in ``data``), made as
+    RecordFields on first access; its JSON value is theirs, made in one loop without them (a
+    Deliver of sub-batches carries thousands). ``dbase``: what turns a position in ``data`` into
+    a frame offset (-1: decompressed, not on the wire); ``first``: the first record's offset (None
+    in a Publish)."""
+
+    __slots__ = ("_data", "_start", "_count", "_dbase", "_first")
+
+    def __init__(self, value: int, offset: int, size: int, data: bytes, start: int, count: int, dbase: int,
+                 first: int | None) -> None:
+        self.name = "records"
+        self.value = value
+        self.offset = offset
+        self.size = size
+        self.display = None
+        self.is_list = True
+        BASE_CHILDREN.__set__(self, None)
+        self._data, self._start, self._count, self._dbase, self._first = data, start, count, dbase, first
+
+    def _build(self) -> list[Field]:
+        data, dbase, first = self._data, self._dbase, self._first
+        wire = dbase >= 0
+        unpack = U32.unpack_from
+        out: list[Field] = []
+        pos = self._start
+        for i in range(self._count):
+            (n,) = unpack(data, pos)
+            out.append(RecordField("record", None if first is None else first + i, pos + dbase if wire else -1,
+                                   4 + n if wire else 0, data, pos + 4, n, dbase))
+            pos += 4 + n
+        return out
+
+    def json_value(self) -> list[Any] | None:
+        """What field_json makes of the records (RecordField.json_value's dicts; the tree's JSON
+        for a record that is no AMQP 1.0 message); None once the records are built."""
+        if BASE_CHILDREN.__get__(self) is not None:
+            return None
+        data, first = self._data, self._first
+        message_json = amqp.message_json
+        unpack = U32.unpack_from
+        out: list[Any] = []
+        append = out.append
+        pos = self._start
+        for i in range(self._count):
+            (n,) = unpack(data, pos)
+            at = pos + 4
+            pos = at + n
+            sections = message_json(data, at, pos)
+            if sections is None:  # the tree's way, for this record alone
+                dbase = self._dbase
+                wire = dbase >= 0
+                append(field_json(RecordField("record", None if first is None else first + i,
+                                              at - 4 + dbase if wire else -1, 4 + n if wire else 0, data, at, n,
+                                              dbase), "records"))
+            elif first is None:
+                append({"length": n, "amqp": sections})
+            else:
+                append({"offset": first + i, "length": n, "amqp": sections})
+        return out
+
+
 class ChunkProblem:
     """Problems met while decoding entries (the connection turns them into findings), and what
     the frame may still expand to: one per frame, so that many sub-batches together stay under
@@ -209,8 +271,13 @@ def decode_entries(buf: bytes, pos: int, end: int, base: int, n_entries: int, fi
                                    f"{body + dlen - end} bytes")
             break
         comp = (flags >> 4) & 7
-        records, got = _sub_batch_records(buf, body, dlen, comp, count, ulen, base, first_offset, rec, problems,
-                                          i - 1, build and not lazy)
+        records: list[Field] | RecordsField
+        if build and not lazy:
+            records = _records_node(buf, body, dlen, comp, count, ulen, base,
+                                    None if first_offset is None else first_offset + rec, problems, i - 1)
+            got = records.value if type(records) is RecordsField else 0
+        else:
+            records, got = _sub_batch_records(buf, body, dlen, comp, count, ulen, base, problems, i - 1)
         if build:
             f_off = pos - base
             kids = [
@@ -220,11 +287,12 @@ def decode_entries(buf: bytes, pos: int, end: int, base: int, n_entries: int, fi
             if ulen is not None:
                 kids.append(Field("uncompressed_length", ulen, f_off + 3, 4))
             kids.append(Field("data_length", dlen, f_off + sub.size - 4, 4))
-            if lazy and not records:  # checked, nothing built (else: shown compressed, built already)
-                kids.append(LazyField("records", got, body - base, dlen, _records_later(
-                    buf, body, dlen, comp, count, ulen, base, first_offset, rec, i - 1)))
+            if type(records) is RecordsField:
+                kids.append(records)
+            elif lazy and not records:  # checked, nothing built (else: shown compressed)
+                kids.append(_records_later(buf, body, dlen, comp, count, ulen, base, first_offset, rec, i - 1, got))
             else:
-                kids.append(Field("records", got, body - base, dlen, None, records, True))
+                kids.append(Field("records", got, body - base, dlen, None, records, True))  # type: ignore[arg-type]
             append(Field("sub_batch", count, f_off, sub.size + dlen, f"{count} records, {COMPRESSION[comp]}", kids))
         rec += count
         pos = body + dlen
@@ -263,54 +331,86 @@ def scan_entries(buf: bytes, pos: int, end: int, n_entries: int, first_offset: i
 
 
 def _records_later(buf: bytes, body: int, dlen: int, comp: int, count: int, ulen: int | None, base: int,
-                   first_offset: int | None, rec: int, entry: int) -> Callable[[], list[Field]]:
+                   first_offset: int | None, rec: int, entry: int, whole: int) -> LazyField:
+    """The "records" node of a sub-batch checked already (``whole`` records whole): decompressed
+    again (with a budget of its own) when a view asks for the records or their JSON."""
+    first = None if first_offset is None else first_offset + rec
+
+    def records() -> RecordsField | list[Field]:
+        return _records_node(buf, body, dlen, comp, count, ulen, base, first, ChunkProblem(), entry)
+
     def build() -> list[Field]:
-        return _sub_batch_records(buf, body, dlen, comp, count, ulen, base, first_offset, rec, ChunkProblem(),
-                                  entry)[0]
-    return build
+        got = records()
+        return got if type(got) is list else got.children or []  # type: ignore[union-attr]
+
+    def json() -> Any:
+        got = records()
+        return None if type(got) is list else got.json_value()  # type: ignore[union-attr]
+    return LazyField("records", whole, body - base, dlen, build, json=json)
+
+
+def _records_node(buf: bytes, body: int, dlen: int, comp: int, count: int, ulen: int | None, base: int,
+                  first: int | None, problems: ChunkProblem, entry: int) -> RecordsField | list[Field]:
+    """A sub-batch's records checked (problems recorded) as one node, its records made when
+    read; or the one "compressed" field shown when they cannot be decompressed."""
+    got = _sub_batch_data(buf, body, dlen, comp, ulen, base, problems, entry)
+    if type(got) is list:
+        return got
+    data, dbase, start, stop = got  # type: ignore[misc]
+    whole = _check_records(data, start, stop, count, problems, entry)
+    return RecordsField(whole, body - base, dlen, data, start, whole, dbase, first)
 
 
 def _sub_batch_records(buf: bytes, body: int, dlen: int, comp: int, count: int, ulen: int | None, base: int,
-                       first_offset: int | None, rec: int, problems: ChunkProblem,
-                       entry: int, build: bool = True) -> tuple[list[Field], int]:
+                       problems: ChunkProblem, entry: int) -> tuple[list[Field], int]:
+    """A sub-batch's records checked (problems recorded), none made: ([], how many are whole), or
+    the one "compressed" field shown when they cannot be decompressed, and 0."""
+    got = _sub_batch_data(buf, body, dlen, comp, ulen, base, problems, entry)
+    if type(got) is list:
+        return got, 0
+    data, _dbase, start, stop = got  # type: ignore[misc]
+    return [], _check_records(data, start, stop, count, problems, entry)
+
+
+def _sub_batch_data(buf: bytes, body: int, dlen: int, comp: int, ulen: int | None, base: int,
+                    problems: ChunkProblem, entry: int) -> tuple[bytes, int, int, int] | list[Field]:
+    """(data, dbase, start, stop) of a sub-batch's records (decompressed when they are; ``dbase``
+    -1: not on the wire), or the one "compressed" field shown when they cannot be decoded."""
     if comp == 0:
-        data, dbase, start, stop = buf, -base, body, body + dlen
-    else:
-        dec = DECOMPRESSORS[comp] if comp in CODECS else None
-        if dec is None:
-            problems.notes.append(f"entry {entry}: {COMPRESSION[comp]} sub-batch shown compressed "
-                                  f"(no decoder available)")
-            return [Field("compressed", bytes(buf[body:body + dlen]), body - base, dlen)], 0
-        got = _inflate(dec, bytes(buf[body:body + dlen]), comp, ulen, problems, entry)
-        if got is None:
-            return [Field("compressed", bytes(buf[body:body + dlen]), body - base, dlen)], 0
-        data = got
-        dbase, start, stop = -1, 0, len(data)
-    out: list[Field] = []
-    pos = _uniform_end(data, start, stop, count) if not build and count else -1
+        return buf, -base, body, body + dlen
+    dec = DECOMPRESSORS[comp] if comp in CODECS else None
+    if dec is None:
+        problems.notes.append(f"entry {entry}: {COMPRESSION[comp]} sub-batch shown compressed "
+                              f"(no decoder available)")
+        return [Field("compressed", bytes(buf[body:body + dlen]), body - base, dlen)]
+    data = _inflate(dec, bytes(buf[body:body + dlen]), comp, ulen, problems, entry)
+    if data is None:
+        return [Field("compressed", bytes(buf[body:body + dlen]), body - base, dlen)]
+    return data, -1, 0, len(data)
+
+
+def _check_records(data: bytes, start: int, stop: int, count: int, problems: ChunkProblem, entry: int) -> int:
+    """How many of ``count`` length-prefixed records from ``start`` are whole by ``stop``;
+    what is wrong goes to ``problems``."""
+    pos = _uniform_end(data, start, stop, count) if count else -1
     if pos < 0:
         # Record by record (the shortcut above is what this loop finds when the records all have
         # the first one's length: a producer's batch of like messages, the usual case).
         pos = start
-        wire = dbase >= 0
         unpack = U32.unpack_from
         for whole in range(count):  # records whole so far
             if pos + 4 > stop:
                 problems.errors.append(f"entry {entry}: sub-batch holds {whole} of its {count} records")
-                return out, whole
+                return whole
             (n,) = unpack(data, pos)
             nxt = pos + 4 + n
             if n & 0x80000000 or nxt > stop:
                 problems.errors.append(f"entry {entry}: sub-batch record {whole} length {n} overruns the sub-batch")
-                return out, whole
-            if build:
-                off = None if first_offset is None else first_offset + rec + whole
-                out.append(RecordField("record", off, pos + dbase if wire else -1, 4 + n if wire else 0, data,
-                                       pos + 4, n, dbase))
+                return whole
             pos = nxt
     if pos != stop:
         problems.errors.append(f"entry {entry}: {stop - pos} bytes after the sub-batch's {count} records")
-    return out, count
+    return count
 
 
 def _uniform_end(data: bytes | memoryview, start: int, stop: int, count: int) -> int:
