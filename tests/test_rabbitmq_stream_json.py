@@ -195,3 +195,29 @@ def test_sub_batch_records_json_in_one_loop_is_the_trees():
                 assert with_cuts(lambda a=a: fields_json(a.fields)) == with_cuts(lambda b=b: fields_json(b.fields))
         finally:
             set_max_value(jsonout.MAX_VALUE)
+
+
+def test_the_usual_message_in_one_pass():
+    """A message whose sections are all remembered but its short data is made in one pass
+    (amqp._usual_message_json) once its other sections were seen: the same dict, in the same
+    order, as the general way and the tree, repeated sections included."""
+    shapes = [[(0x74, {"batch": 1}), (0x75, b'{"n": 1}')],
+              [(0x73, ["id", None, b"to"]), (0x74, {"k": "v"}), (0x75, b"a"), (0x75, b"\xff\xfe")],
+              [(0x72, {Symbol("x-opt"): 1}), (0x75, b"body"), (0x78, {"f": 2})],
+              [(0x76, [1]), (0x76, [2]), (0x74, {"z": None})],
+              [(0x74, {"a": 1}), (0x74, {"a": 1}), (0x75, b"twice")]]  # a section repeated that may not be
+    for limit in (0, 3):
+        set_max_value(limit)
+        try:
+            for sections in shapes:
+                buf = _message(sections)
+                tree = amqp.message_fields(buf, 0, len(buf), 0)
+                assert tree is not None
+                first = with_cuts(lambda b=buf: amqp.message_json(b, 0, len(b)))  # remembers its sections
+                usual = amqp._usual_message_json(buf, 0, len(buf))
+                # Not with a limit that could cut those sections (every one here is over 3 bytes).
+                assert (usual is None) == (limit > 0 or sections[0] == sections[1] == (0x74, {"a": 1})), sections
+                again = with_cuts(lambda b=buf: amqp.message_json(b, 0, len(b)))
+                assert first == again == with_cuts(lambda t=tree: fields_json(t)), sections
+        finally:
+            set_max_value(jsonout.MAX_VALUE)
