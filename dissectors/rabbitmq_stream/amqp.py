@@ -455,7 +455,12 @@ def _usual_message_json(buf: bytes | memoryview, off: int, end: int) -> dict[str
         pos = stop
     data = out.get("data")
     if data is not None:  # in wire order, as the general way cuts them (no other section is cut)
-        out["data"] = [v if type(v) is not bytes else json_plain(v, "data") for v in data]
+        if len(data) == 1:  # the usual message: one body
+            one = data[0]
+            if type(one) is bytes:
+                data[0] = json_plain(one, "data")
+        else:
+            out["data"] = [v if type(v) is not bytes else json_plain(v, "data") for v in data]
     return out
 
 
