@@ -285,7 +285,7 @@ def test_sub_batch_records_counted_and_their_problems_worded(records: bytes, cou
         fields, got = _sub_batch_records(data, 5, len(records), 0, count, None, 0, problems, 3)
         assert fields == [] and got == whole and problems.errors == ([error] if error else [])
         # The records node made of them: the whole records, numbered from the first offset.
-        node = RecordsField(got, 5, len(records), data, 5, got, 0, 100)
+        node = RecordsField(got, 5, len(records), data, 5, 0, 100)
         assert [f.value for f in node.children or ()] == [100 + i for i in range(whole)]
         assert [f.offset for f in node.children or ()][:1] == ([5] if whole else [])
 

@@ -558,8 +558,7 @@ def quick_body(frame: LazyFrame, msg: tuple | None) -> str:
     assert data is not None
     if msg is None:
         return f"ContentBody len={HDR.unpack_from(data, 0)[2]}"
-    name, total, _frames, raw, content_type = msg  # message_info's, inline: one call less a body
-    return f"ContentBody len={HDR.unpack_from(data, 0)[2]}{_message_info(name, total, _is_text(content_type, raw))}"
+    return f"ContentBody len={HDR.unpack_from(data, 0)[2]}{message_info(msg)}"
 
 
 #: content type -> whether it names text; asked for every message shown (a few types in a capture).

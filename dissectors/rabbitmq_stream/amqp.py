@@ -419,29 +419,23 @@ def _usual_message_json(buf: bytes | memoryview, off: int, end: int) -> dict[str
             stop = p + 2 + buf[p + 1]
             if stop > end:
                 return None
-            raw = bytes(buf[p + 2:stop])  # made JSON at the end: a cut is recorded only then
-            got = out.get("data")
-            if got is None:
-                out["data"] = [raw]
-            else:
-                got.append(raw)
-            pos = stop
-            continue
-        if c in _SIZE8:
-            stop = p + 2 + buf[p + 1]
-        elif c in _SIZE32 and p + 5 <= end:
-            stop = p + 5 + _U32.unpack_from(buf, p + 1)[0]
+            name, value = "data", bytes(buf[p + 2:stop])  # made JSON at the end: a cut is recorded only then
         else:
-            return None
-        size = stop - pos
-        if stop > end or size > _SEEN_SIZE or (limit and size > limit):
-            return None
-        value = seen.get(bytes(buf[pos:stop]), seen)
-        if value is seen:
-            return None
-        name = SECTIONS.get(code)
-        if name is None:
-            return None
+            if c in _SIZE8:
+                stop = p + 2 + buf[p + 1]
+            elif c in _SIZE32 and p + 5 <= end:
+                stop = p + 5 + _U32.unpack_from(buf, p + 1)[0]
+            else:
+                return None
+            size = stop - pos
+            if stop > end or size > _SEEN_SIZE or (limit and size > limit):
+                return None
+            value = seen.get(bytes(buf[pos:stop]), seen)
+            if value is seen:
+                return None
+            name = SECTIONS.get(code)
+            if name is None:
+                return None
         if name in REPEATABLE:
             got = out.get(name)
             if got is None:

@@ -141,15 +141,15 @@ class RecordField(LazyChildren):
 
 
 class RecordsField(LazyChildren):
-    """The records of a sub-batch (``count`` whole ones from ``start`` in ``data``), made as
+    """The records of a sub-batch (``value`` whole ones from ``start`` in ``data``), made as
     RecordFields on first access; its JSON value is theirs, made in one loop without them (a
     Deliver of sub-batches carries thousands). ``dbase``: what turns a position in ``data`` into
     a frame offset (-1: decompressed, not on the wire); ``first``: the first record's offset (None
     in a Publish)."""
 
-    __slots__ = ("_data", "_start", "_count", "_dbase", "_first")
+    __slots__ = ("_data", "_start", "_dbase", "_first")
 
-    def __init__(self, value: int, offset: int, size: int, data: bytes, start: int, count: int, dbase: int,
+    def __init__(self, value: int, offset: int, size: int, data: bytes, start: int, dbase: int,
                  first: int | None) -> None:
         self.name = "records"
         self.value = value
@@ -158,18 +158,23 @@ class RecordsField(LazyChildren):
         self.display = None
         self.is_list = True
         BASE_CHILDREN.__set__(self, None)
-        self._data, self._start, self._count, self._dbase, self._first = data, start, count, dbase, first
+        self._data, self._start, self._dbase, self._first = data, start, dbase, first
+
+    def _record(self, i: int, pos: int, n: int) -> RecordField:
+        """Record ``i``, of ``n`` bytes after its length prefix at ``pos``."""
+        dbase, first = self._dbase, self._first
+        wire = dbase >= 0
+        return RecordField("record", None if first is None else first + i, pos + dbase if wire else -1,
+                           4 + n if wire else 0, self._data, pos + 4, n, dbase)
 
     def _build(self) -> list[Field]:
-        data, dbase, first = self._data, self._dbase, self._first
-        wire = dbase >= 0
+        data = self._data
         unpack = U32.unpack_from
         out: list[Field] = []
         pos = self._start
-        for i in range(self._count):
+        for i in range(self.value):
             (n,) = unpack(data, pos)
-            out.append(RecordField("record", None if first is None else first + i, pos + dbase if wire else -1,
-                                   4 + n if wire else 0, data, pos + 4, n, dbase))
+            out.append(self._record(i, pos, n))
             pos += 4 + n
         return out
 
@@ -184,7 +189,7 @@ class RecordsField(LazyChildren):
         out: list[Any] = []
         append = out.append
         pos = self._start
-        for i in range(self._count):
+        for i in range(self.value):
             (n,) = unpack(data, pos)
             at = pos + 4
             pos = at + n
@@ -192,11 +197,7 @@ class RecordsField(LazyChildren):
             if sections is None:
                 sections = message_json(data, at, pos)
             if sections is None:  # the tree's way, for this record alone
-                dbase = self._dbase
-                wire = dbase >= 0
-                append(field_json(RecordField("record", None if first is None else first + i,
-                                              at - 4 + dbase if wire else -1, 4 + n if wire else 0, data, at, n,
-                                              dbase), "records"))
+                append(field_json(self._record(i, at - 4, n), "records"))
             elif first is None:
                 append({"length": n, "amqp": sections})
             else:
@@ -360,7 +361,7 @@ def _records_node(buf: bytes, body: int, dlen: int, comp: int, count: int, ulen:
         return got
     data, dbase, start, stop = got  # type: ignore[misc]
     whole = _check_records(data, start, stop, count, problems, entry)
-    return RecordsField(whole, body - base, dlen, data, start, whole, dbase, first)
+    return RecordsField(whole, body - base, dlen, data, start, dbase, first)
 
 
 def _sub_batch_records(buf: bytes, body: int, dlen: int, comp: int, count: int, ulen: int | None, base: int,
