@@ -31,7 +31,8 @@ the same shape the encoders (:func:`encode_send_messages`, :func:`encode_polled`
 ``{"id", "payload", "headers": [{"key", "kind", "value"(, "key_kind")}], "offset", "timestamp",
 "origin_timestamp", "state"}``.
 
-Z1/Z2/C/V messages are :class:`MessageField` objects whose children are built on first access;
+Z1/Z2/C/V messages are :class:`MessageField` objects whose children are built on first access,
+in a :class:`MessagesField` that makes them only when a view reads it (its JSON needs neither);
 everything that can be wrong with a message is found when it is decoded, so ``Decoded.problems``
 is complete without looking at the trees.
 
@@ -382,20 +383,7 @@ class MessageField(LazyChildren):
         headers = self._headers
         if plan is None or type(headers) is not int or headers:
             return None
-        _, st, _, read = plan
-        off, raw = self.offset, self._raw
-        out = read(raw, off)  # u128 halves (low, high) made one value, as UInt128 reads them
-        base = self._base
-        if base is not None:  # as _build inserts them: after the delta each is made of
-            if "offset_delta" not in out:
-                return None
-            out = _with_base(out, base)
-        p = off + st.size
-        plen = self._plen
-        payload = raw[p:p + plen]
-        out["payload"] = json_plain(payload, "payload")
-        out["headers"] = []
-        return out
+        return _plain_json(self._raw, self.offset, plan[1].size, plan[3], self._base)
 
     def _build(self) -> list[Field]:
         d, off = self._dialect, self.offset
@@ -463,6 +451,25 @@ _JSON_PLAN = {d: _json_plan(layout) for d, layout in FRAME_HEADER.items()}
 assert all(_JSON_PLAN[d][1].size == HEADER_SIZE[d] for d in FRAME_HEADER)
 
 
+def _plain_json(raw: bytes, off: int, hsize: int, read: Callable[[bytes, int], dict[str, Any]],
+                base: tuple[int, int] | None) -> dict[str, Any] | None:
+    """The JSON value of the whole Z1/Z2/C/V message at ``off`` from its bytes (the header by its
+    dialect's ``read``), as fields_json makes it of the message's tree; None for one with user
+    headers (or a V one without its delta), whose tree has more to say."""
+    out = read(raw, off)  # u128 halves (low, high) made one value, as UInt128 reads them
+    if out["user_headers_length"]:
+        return None
+    if base is not None:  # as MessageField._build inserts them: after the delta each is made of
+        if "offset_delta" not in out:
+            return None
+        out = _with_base(out, base)
+    p = off + hsize
+    plen = out["payload_length"]
+    out["payload"] = json_plain(raw[p:p + plen], "payload")
+    out["headers"] = []
+    return out
+
+
 def _head_plan(d: str) -> tuple[struct.Struct, int, int, int, int]:
     """_frame's reader of dialect ``d``'s frame header: json_value's one struct for all of it, and
     where its values hold the offset (V: offset_delta), user_headers_length, payload_length and the
@@ -508,10 +515,17 @@ class _MessageLabel:
         return str(self)
 
 
-def _frame(w: _Walk, i: int, off: int, end: int, base: tuple[int, int] | None = None) -> tuple[Field | None, int]:
+#: What _frame gives for a whole message when told not to make its field (``make`` False).
+_WHOLE = Field("", None)
+
+
+def _frame(w: _Walk, i: int, off: int, end: int, base: tuple[int, int] | None = None,
+           make: bool = True) -> tuple[Field | None, int]:
     """One Z1/Z2/C/V frame at ``off``; (None, off) when its header does not fit (problem recorded).
 
     ``base`` (V only): the batch's (base_offset, origin_timestamp), to show absolute values.
+    ``make`` False: a whole message gives _WHOLE instead of its MessageField, every problem
+    recorded the same (a list of messages makes them only when a view reads it, by this function).
     """
     d, mv = w.dialect, w.mv
     hsize = HEADER_SIZE[d]
@@ -552,6 +566,8 @@ def _frame(w: _Walk, i: int, off: int, end: int, base: tuple[int, int] | None = 
         ck = "set by the server"
     headers = check_headers(mv, p + plen, stop, _typed_keys(d), _MessageLabel(i, mid, shown_moff),
                             w.problems) if hlen else 0
+    if not make:
+        return _WHOLE, stop
     return MessageField(f"[{i}]", mid, off, stop - off, shown_moff, w.raw, d, base, ck, plen, headers), stop
 
 
@@ -569,19 +585,25 @@ def _msg_display(kids: Sequence[Field], plen: int, nheaders: int, polled: bool) 
 
 
 def _frames(w: _Walk, off: int, end: int, count: int | None, first: int = 0,
-            base: tuple[int, int] | None = None) -> tuple[list[Field], int]:
-    """Frames back to back in ``mv[off:end]``: up to ``count`` of them, or until ``end``."""
-    out: list[Field] = []
+            base: tuple[int, int] | None = None) -> tuple[MessagesField, int]:
+    """Frames back to back in ``mv[off:end]``: up to ``count`` of them, or until ``end``; every
+    problem recorded now, their fields made when a view reads the list (see MessagesField)."""
+    at = off
+    starts: list[int] = []
+    tail: Field | None = None
     i = first
     while off < end and (count is None or i - first < count):
-        f, new = _frame(w, i, off, end, base)
+        f, new = _frame(w, i, off, end, base, False)
         if f is None:
-            out.append(w.rest("rest", off, end))
-            return out, end
-        out.append(f)
+            tail, off = w.rest("rest", off, end), end
+            break
+        if f is not _WHOLE:  # cut off: the last
+            tail, off = f, new
+            break
+        starts.append(off)
         off = new
         i += 1
-    return out, off
+    return MessagesField.lazy(at, off, w, first, base, starts, tail), off
 
 
 _LEGACY_POLLED_HEAD = struct.Struct("<QB")  # offset, state
@@ -674,13 +696,15 @@ def _legacy_messages(w: _Walk, off: int, end: int, count: int | None) -> tuple[l
     return out, off
 
 
-class MessagesField(Field):
+class MessagesField(LazyChildren):
     """The list of a frame's messages, whose JSON value is its messages' in one loop (see
-    :func:`analyzer.jsonout.field_json`): a poll gives thousands."""
+    :func:`analyzer.jsonout.field_json`): a poll gives thousands. Z1/Z2/C/V lists are made by
+    :meth:`lazy` from where their messages start, checked: their MessageFields are made by
+    _frame when the list's children are first read, the JSON goes without them."""
 
-    __slots__ = ()
+    __slots__ = ("_raw", "_dialect", "_polled", "_first", "_base", "_starts", "_stop", "_tail")
 
-    def __init__(self, count: int, offset: int, size: int, items: list[Field]) -> None:
+    def __init__(self, count: int, offset: int, size: int, items: list[Field] | None) -> None:
         # Not Field's __init__: its attribute stores are specialised for Field alone, and a second
         # type going through them cost every Field made after it (about 2,400 instructions per
         # MessagesField, 0.4 % of a findings-only Iggy run).
@@ -689,16 +713,64 @@ class MessagesField(Field):
         self.offset = offset
         self.size = size
         self.display = None
-        self.children = items
+        BASE_CHILDREN.__set__(self, items)
         self.is_list = True
+        self._starts: list[int] = []
+
+    @classmethod
+    def lazy(cls, offset: int, end: int, w: _Walk, first: int, base: tuple[int, int] | None, starts: list[int],
+             tail: Field | None) -> MessagesField:
+        """The list of the whole messages starting at ``starts`` (checked by _frame, numbered from
+        ``first``) and ``tail`` (a message cut off, or the rest of the bytes) after them."""
+        n = len(starts) + (tail is not None and tail.name.startswith("["))
+        out = cls(n, offset, end - offset, None)
+        out._raw, out._dialect, out._polled, out._first, out._base = w.raw, w.dialect, w.polled, first, base
+        out._starts = starts
+        out._stop = tail.offset if tail is not None else end
+        out._tail = tail
+        return out
+
+    def _build(self) -> list[Field]:
+        w = _Walk(self._dialect, self._raw, self._polled)  # its problems were recorded when checked
+        out: list[Field] = []
+        first, stop, base = self._first, self._stop, self._base
+        for k, off in enumerate(self._starts):
+            out.append(_frame(w, first + k, off, stop, base)[0])  # type: ignore[arg-type]
+        if self._tail is not None:
+            out.append(self._tail)
+        return out
+
+    def message_spans(self) -> list[tuple[int, int]]:
+        """(offset, end) of each message of a list made by :meth:`lazy`, a cut-off one included."""
+        starts = self._starts
+        spans = list(zip(starts, [*starts[1:], self._stop]))  # noqa: B905 - no start, no span
+        tail = self._tail
+        if tail is not None and tail.name.startswith("["):
+            spans.append((tail.offset, tail.offset + tail.size))
+        return spans
 
     def json_value(self) -> list[Any]:
         """What field_json makes of the list: each message's json_value, or its tree's JSON."""
         out: list[Any] = []
         append = out.append
-        for m in self.children or ():
-            value = m.json_value() if type(m) is MessageField else None
-            append(value if value is not None else field_json(m, self.name))
+        kids = BASE_CHILDREN.__get__(self)
+        if kids is not None:
+            for m in kids:
+                value = m.json_value() if type(m) is MessageField else None
+                append(value if value is not None else field_json(m, self.name))
+            return out
+        raw, base = self._raw, self._base
+        plan = _JSON_PLAN[self._dialect]
+        hsize = plan[1].size
+        read = plan[3]
+        for k, off in enumerate(self._starts):
+            value = _plain_json(raw, off, hsize, read, base)
+            if value is None:  # a message with user headers: its tree's JSON
+                w = _Walk(self._dialect, raw, self._polled)
+                value = field_json(_frame(w, self._first + k, off, self._stop, base)[0], self.name)  # type: ignore[arg-type]
+            append(value)
+        if self._tail is not None:
+            append(field_json(self._tail, self.name))
         return out
 
 
@@ -730,9 +802,10 @@ def _batch(w: _Walk, off: int, end: int, bi: int, first: int) -> tuple[Field, in
         stop = end
     else:
         stop = at + blen
-    frames, fend = _frames(w, p, stop, None, first, (v["base_offset"].value, v["origin_timestamp"].value))
-    found = sum(1 for f in frames if f.name.startswith("["))
-    tiled = fend == stop and all(f.name.startswith("[") for f in frames)
+    msgs, fend = _frames(w, p, stop, None, first, (v["base_offset"].value, v["origin_timestamp"].value))
+    found = msgs.value
+    tail = msgs._tail
+    tiled = fend == stop and (tail is None or tail.name.startswith("["))
     _count_check(w, count, found, f"{label} message_count")
     ck = v["batch_checksum"]
     if ck.value == 0 and not w.polled:
@@ -742,12 +815,12 @@ def _batch(w: _Walk, off: int, end: int, bi: int, first: int) -> tuple[Field, in
         h.update(_BATCH_META.pack(v["partition_id"].value, v["base_offset"].value, v["base_timestamp"].value,
                                   v["origin_timestamp"].value, blen))
         h.update(_U32.pack(count))
-        for f in frames:
-            h.update(w.mv[f.offset:f.offset + 8])
+        for start, _ in msgs.message_spans():
+            h.update(w.mv[start:start + 8])
         _verify(w, ck, h.intdigest(), label, "batch checksum")
     else:
         ck.display = "not checked (frames do not tile the batch)"
-    kids = [*hf, _messages_field(frames, p, stop)]
+    kids = [*hf, msgs]
     return Field(f"[{bi}]", count, at, stop - at, f"{found} messages", kids), stop, found
 
 
@@ -842,11 +915,11 @@ def decode_send_messages(dialect: str, buf: bytes | memoryview, start: int, end:
         fields.append(LazyField("index", count, idx_at, off - idx_at, _index_entries(w.raw, idx_at, count, displays),
                                 json=_index_json(index)))
         msg_at = off
-        items, off = _frames(w, off, end, None)
-        fields.append(_messages_field(items, msg_at, off))
-        n = fields[-1].value
+        msgs, off = _frames(w, off, end, None)
+        fields.append(msgs)
+        n = msgs.value
         _count_check(w, count, n)
-        displays += _check_index(w, index, items, msg_at)
+        displays += _check_index(w, index, msgs.message_spans(), msg_at)
         _trailing(w, fields, off, end)
     except DecodeError as e:
         w.problems.append(("size", str(e)))
@@ -887,12 +960,13 @@ def _index_json(index: list[tuple[int, int, int]]) -> Any:
     return make
 
 
-def _check_index(w: _Walk, index: list[tuple[int, int, int]], items: list[Field], msg_at: int) -> list[str]:
+def _check_index(w: _Walk, index: list[tuple[int, int, int]], spans: list[tuple[int, int]],
+                 msg_at: int) -> list[str]:
     """Index entries (offset, position, timestamp): offset and timestamp 0 (errors 4031/4032),
-    position = cumulative message end. One problem per kind, so a wrong table does not drown the
-    others. Returns what to show beside each position, for the entries that have a message."""
+    position = cumulative message end (``spans``: each message's offset and end). One problem per
+    kind, so a wrong table does not drown the others. Returns what to show beside each position,
+    for the entries that have a message."""
     seen: set[str] = set()
-    frames = [f for f in items if f.name.startswith("[")]
     displays: list[str] = []
     for i, (o, pos, ts) in enumerate(index):
         if o and "o" not in seen:
@@ -901,8 +975,8 @@ def _check_index(w: _Walk, index: list[tuple[int, int, int]], items: list[Field]
         if ts and "t" not in seen:
             seen.add("t")
             w.problems.append(("value", f"index entry {i}: timestamp is {ts}, must be 0"))
-        if i < len(frames):
-            want = frames[i].offset + frames[i].size - msg_at
+        if i < len(spans):
+            want = spans[i][1] - msg_at
             displays.append("position ok" if pos == want else f"position should be {want}")
             if pos != want and "p" not in seen:
                 seen.add("p")
@@ -933,9 +1007,9 @@ def decode_polled(dialect: str, buf: bytes | memoryview, start: int, end: int) -
             if rest is not None:
                 fields.append(rest)
         else:
-            items, off = _frames(w, off, end, count)
-            fields.append(_messages_field(items, start + 16, off))
-            n = fields[-1].value
+            msgs, off = _frames(w, off, end, count)
+            fields.append(msgs)
+            n = msgs.value
         _count_check(w, count, n)
         _trailing(w, fields, off, end)
     except DecodeError as e:
