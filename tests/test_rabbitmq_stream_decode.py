@@ -291,8 +291,9 @@ def test_sub_batch_records_counted_and_their_problems_worded(records: bytes, cou
 
 
 def test_sub_batch_records_checked_alike_with_and_without_the_shortcut(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Records of one length are checked by a shortcut (_uniform_end); others record by record:
-    both must count the same records and word the same problems."""
+    """Records of one length are checked by a shortcut (_uniform_end: one struct call for up to
+    _PREFIXES_COUNT_MAX records, strided slices for more); others record by record: all must count
+    the same records and word the same problems."""
     import random
     import struct
 
@@ -302,7 +303,7 @@ def test_sub_batch_records_checked_alike_with_and_without_the_shortcut(monkeypat
     rng = random.Random(15)
     uniform = 0
     for _ in range(3000):
-        count = rng.choice((1, 2, 3, 20, 50))
+        count = rng.choice((1, 2, 3, 20, 50, 300))
         size = rng.choice((0, 1, 7, 100))
         lengths = [size] * count if rng.random() < 0.6 else [rng.choice((0, 1, 7, 100)) for _ in range(count)]
         records = b"".join(struct.pack(">I", n) + bytes([n % 251]) * n for n in lengths)
@@ -319,12 +320,15 @@ def test_sub_batch_records_checked_alike_with_and_without_the_shortcut(monkeypat
         uniform += len(set(lengths)) == 1
         data = b"\x01\x02" + records
         results = []
-        for shortcut in (True, False):
+        for way in ("struct", "strided", "loop"):
             with monkeypatch.context() as m:
-                if not shortcut:
+                if way == "strided":
+                    m.setattr(chunk, "_PREFIXES_COUNT_MAX", 0)
+                elif way == "loop":
                     m.setattr(chunk, "_uniform_end", lambda *_: -1)
                 problems = ChunkProblem()
                 _, got = _sub_batch_records(data, 2, len(records), 0, count, None, 0, problems, 4)
                 results.append((got, problems.errors))
-        assert results[0] == results[1], (lengths, records.hex())
+        assert results[0] == results[1] == results[2], (lengths, records.hex())
     assert uniform > 1000
+    assert 0 < len(chunk._PREFIXES) <= chunk._PREFIXES_MAX

@@ -17,6 +17,7 @@ from analyzer.api import Field
 from analyzer.jsonout import field_json, fields_json
 from dissectors.kit import inflate
 from dissectors.kit.lazy import BASE_CHILDREN, LazyChildren, LazyField
+from dissectors.kit.memo import remember
 from dissectors.rabbitmq_stream import amqp
 
 #: Magic/version, chunk type, entries, records, timestamp, epoch, first offset, CRC, data length,
@@ -416,19 +417,34 @@ def _check_records(data: bytes, start: int, stop: int, count: int, problems: Chu
     return count
 
 
+#: (record length, count) -> the struct that reads the length prefixes of ``count`` records of
+#: that length back to back, in one call (a producer's sub-batches are mostly of a few shapes).
+_PREFIXES: dict[tuple[int, int], struct.Struct] = {}
+_PREFIXES_MAX = 256
+#: Sub-batches of more records are compared octet by octet (a struct's format grows with them).
+_PREFIXES_COUNT_MAX = 256
+
+
 def _uniform_end(data: bytes | memoryview, start: int, stop: int, count: int) -> int:
     """Where ``count`` records from ``start`` end when they all carry the first one's length (top
-    bit clear) and end by ``stop``; -1 otherwise. The four octets of every length prefix are
-    compared at once, a strided slice per octet, in C."""
+    bit clear) and end by ``stop``; -1 otherwise. Every length prefix is read by one struct call,
+    or for many records compared four octets at once, a strided slice per octet, in C."""
     if start + 4 > stop:
         return -1
-    first = bytes(data[start:start + 4])
-    if first[0] & 0x80:
+    (n,) = U32.unpack_from(data, start)
+    if n & 0x80000000:
         return -1
-    step = 4 + U32.unpack_from(first)[0]
+    step = 4 + n
     end = start + count * step
     if end > stop:
         return -1
+    if count <= _PREFIXES_COUNT_MAX:
+        key = (n, count)
+        prefixes = _PREFIXES.get(key)
+        if prefixes is None:
+            prefixes = remember(_PREFIXES, key, struct.Struct(">" + f"I{n}x" * count), _PREFIXES_MAX)
+        return end if prefixes.unpack_from(data, start).count(n) == count else -1
+    first = bytes(data[start:start + 4])
     for j in range(4):
         if bytes(data[start + j:end:step]) != first[j:j + 1] * count:
             return -1

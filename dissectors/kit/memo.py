@@ -1,0 +1,26 @@
+"""Bounded memories of answers that are functions of their key alone (a frame's bytes, a record
+length): a busy connection sends the same bytes again and again, so the answer is looked up
+instead of worked out. Each memory is a plain dict, read with ``dict.get`` where it is used (a
+per-frame lookup through a method of our own would cost more than many answers save); storing
+goes through :func:`remember`, which empties a full memory first, so that memory stays bounded
+whatever the capture holds. Per process: each ``--jobs`` worker and Spark executor has its own,
+and no conversation state lives in them (checkpoints are unaffected)."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+#: What ``memo.get(key, MISSING)`` gives for a key not remembered, where None is an answer.
+MISSING: object = object()
+
+
+def remember(memo: dict[K, V], key: K, value: V, limit: int) -> V:
+    """Store ``value`` under ``key`` in ``memo`` (emptied first when it holds ``limit`` answers)
+    and give it back."""
+    if len(memo) >= limit:
+        memo.clear()
+    memo[key] = value
+    return value
