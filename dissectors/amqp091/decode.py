@@ -27,6 +27,7 @@ from dissectors.amqp091.methods import CLASSES, LEGACY_CLASSES, METHODS, Method
 from dissectors.amqp091.properties import decode_properties, scan_properties
 from dissectors.amqp091.wire import TABLE, TableNotes, entries_are_clean, table_string_entries
 from dissectors.kit.lazy import QUICK_INFO, QUICK_JSON, LazyFrame
+from dissectors.kit.memo import remember
 from dissectors.schema import Bit, DecodeError, Int, Prefixed, Struct, leaves_only
 
 HDR = struct.Struct(">BHI")
@@ -154,10 +155,7 @@ def _remembering(quick: Callable[[bytes], str]) -> Callable[[bytes], str]:
             return quick(data)
         text = _INFO_SEEN.get(data)
         if text is None:
-            text = quick(data)
-            if len(_INFO_SEEN) >= _INFO_SEEN_MAX:
-                _INFO_SEEN.clear()
-            _INFO_SEEN[data] = text
+            text = remember(_INFO_SEEN, data, quick(data), _INFO_SEEN_MAX)
         return text
     return remembered
 
@@ -311,9 +309,7 @@ def method(d: Direction, data: bytes, ch: int, size: int, offset: int,
                         values = _clean_values(parts, data, end)
             if values is not None:
                 if key is not None:
-                    if len(_METHODS_SEEN) >= _METHODS_SEEN_MAX:
-                        _METHODS_SEEN.clear()
-                    _METHODS_SEEN[key] = (meth, values)
+                    remember(_METHODS_SEEN, key, (meth, values), _METHODS_SEEN_MAX)
                 return LazyFrame(d, offset, len(data), meth.name, code, findings, data, build_method, meth), meth, \
                     values
     fields = head_fields(1, ch, size)
@@ -387,9 +383,7 @@ def server_product(frame: Frame) -> tuple[Any, Any]:
         found = table_string_entries(data, _START_PROPERTIES, ("product", "version"))
         if found is not None:
             if key is not None:
-                if len(_PRODUCTS_SEEN) >= _PRODUCTS_SEEN_MAX:
-                    _PRODUCTS_SEEN.clear()
-                _PRODUCTS_SEEN[key] = found
+                remember(_PRODUCTS_SEEN, key, found, _PRODUCTS_SEEN_MAX)
             return found
     props: Field | None = next((f for f in frame.fields if f.name == "server_properties"), None)
     if props is None:
@@ -483,9 +477,7 @@ def _properties(data: bytes, end: int) -> tuple[Sequence[Field], str, bytes | No
         if f.name == "content_type" and isinstance(f.value, str):
             content_type = f.value
     if key is not None and not problems and notes == len(TableNotes.unknown) + len(TableNotes.spec_only):
-        if len(_PROPS_SEEN) >= _PROPS_SEEN_MAX:
-            _PROPS_SEEN.clear()
-        _PROPS_SEEN[key] = (tuple(props), content_type)
+        remember(_PROPS_SEEN, key, (tuple(props), content_type), _PROPS_SEEN_MAX)
         return props, content_type, key
     return props, content_type, None
 
@@ -568,10 +560,9 @@ _TEXTUAL: dict[str, bool] = {}
 def _textual(content_type: str) -> bool:
     textual = _TEXTUAL.get(content_type)
     if textual is None:
-        if len(_TEXTUAL) >= 256:  # a capture of ever new types: the memory stays small
-            _TEXTUAL.clear()
         ct = content_type.lower()
-        textual = _TEXTUAL[content_type] = ct.startswith(_TEXT_TYPES) or ct.endswith(("+json", "+xml"))
+        # A capture of ever new types: the memory stays small.
+        textual = remember(_TEXTUAL, content_type, ct.startswith(_TEXT_TYPES) or ct.endswith(("+json", "+xml")), 256)
     return textual
 
 
@@ -676,9 +667,7 @@ def json_header(frame: LazyFrame, msg: tuple | None) -> dict[str, Any] | None:
     if key is not None and (not limit or len(key) <= limit):
         got = _PROPS_JSON.get(key)
         if got is None:
-            if len(_PROPS_JSON) >= _PROPS_SEEN_MAX:
-                _PROPS_JSON.clear()
-            got = _PROPS_JSON[key] = fields_json(props)
+            got = remember(_PROPS_JSON, key, fields_json(props), _PROPS_SEEN_MAX)
     else:
         got = fields_json(props)
     out: dict[str, Any] = {"frame_type": 2, "channel": ch, "size": size, "class_id": class_id, "weight": weight,

@@ -9,6 +9,7 @@ from typing import Any
 from analyzer.api import Field
 from dissectors.amqp091.wire import OCTET, SHORTSTR, TABLE, TIMESTAMP, check_table, entries_are_clean
 from dissectors.kit.catalog import snake
+from dissectors.kit.memo import remember
 from dissectors.schema import DecodeError, F
 
 #: Property order on the wire with the flag bit of each (bit 15 of the first word = first property).
@@ -180,10 +181,7 @@ def clean_content_type(buf: bytes, off: int, end: int) -> str | None:
     key = bytes(buf[off:end])
     got = _CLEAN_SEEN.get(key, _NOT_SEEN)
     if got is _NOT_SEEN:
-        got = _clean_content_type(buf, off, end)
-        if len(_CLEAN_SEEN) >= _CLEAN_SEEN_MAX:
-            _CLEAN_SEEN.clear()
-        _CLEAN_SEEN[key] = got
+        got = remember(_CLEAN_SEEN, key, _clean_content_type(buf, off, end), _CLEAN_SEEN_MAX)
     return got
 
 

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from analyzer.api import Field
+from dissectors.kit.memo import remember
 from dissectors.schema import DecodeError, F, Int, Prefixed, WireType
 
 OCTET = Int("octet", ">B")
@@ -49,10 +50,7 @@ def ts_value(seconds: int) -> tuple[Any, str]:
         got = dt, dt.strftime("%Y-%m-%dT%H:%M:%SZ")
     else:
         got = seconds, f"{seconds} (beyond year 9999)"
-    if len(_TS_SEEN) >= _TS_SEEN_MAX:
-        _TS_SEEN.clear()
-    _TS_SEEN[seconds] = got
-    return got
+    return remember(_TS_SEEN, seconds, got, _TS_SEEN_MAX)
 
 
 class Timestamp(WireType):

@@ -16,6 +16,7 @@ from typing import Any
 from analyzer.api import Field
 from analyzer.jsonout import fields_json, max_value
 from analyzer.jsonout import plain as json_plain
+from dissectors.kit.memo import remember
 
 SECTIONS: dict[int, str] = {
     0x70: "header",
@@ -465,11 +466,7 @@ def _json_of(name: str, val: Any, key: bytes | None) -> Any:
         return json_plain(val, name) if type(val) is bytes else _section_json(name, val)
     if key is _HIT:
         return val
-    got = _section_json(name, val)
-    if len(_JSON_SEEN) >= _SEEN_MAX:
-        _JSON_SEEN.clear()
-    _JSON_SEEN[key] = got
-    return got
+    return remember(_JSON_SEEN, key, _section_json(name, val), _SEEN_MAX)
 
 
 def _section_json(name: str, val: Any) -> Any:
