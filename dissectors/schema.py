@@ -376,12 +376,14 @@ def _values_plan(layout: Struct) -> list[tuple[int, bool, Any, Any, int]]:
     return plan
 
 
-def leaves_only(layout: Struct, taken: Collection[str] = ()) -> bool:
+def leaves_only(layout: Struct, taken: Collection[str] = (), leaf_types: tuple[type, ...] = ()) -> bool:
     """Whether ``layout``'s tree is its read_values values as leaves: integers, bits and strings
-    only, each named apart from the others and from ``taken`` (names the frame's tree puts beside
-    them). Then the tree's JSON is the values' (analyzer.jsonout.leaves_json)."""
+    only (and ``leaf_types``: a dissector's own types whose fields have no children), each named
+    apart from the others and from ``taken`` (names the frame's tree puts beside them). Then the
+    tree's JSON is the values' (analyzer.jsonout.leaves_json)."""
     names = [f.name for f in layout.fields]
-    return (all(type(f.type) in (Int, Prefixed, Bit) for f in layout.fields) and len(set(names)) == len(names)
+    kinds = (Int, Prefixed, Bit, *leaf_types)
+    return (all(type(f.type) in kinds for f in layout.fields) and len(set(names)) == len(names)
             and not set(taken) & set(names))
 
 

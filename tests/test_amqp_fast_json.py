@@ -1,5 +1,5 @@
 """An AMQP/Fast frame's JSON made without its field tree (kit.lazy.QUICK_JSON: commands checked
-from their values, fragments without a message head) is the JSON of the tree: the same text, and
+from their values, fragments from their octets and message head's values) is the JSON of the tree: the same text, and
 the same values cut by --max-value-size, in the same order. On every frame of every AMQP/Fast
 capture (the recorded session, the RFC's example and one capture per rule), with and without
 value cuts; and the JSON views' handling of what the quick way cannot make."""
@@ -28,7 +28,7 @@ CAPTURES = sorted((ROOT / "captures" / "amqp_fast").rglob("*.pcap*"))
 @pytest.mark.parametrize("limit", [0, 3, 1 << 20])
 def test_every_frame_of_every_capture(limit: int) -> None:
     assert len(CAPTURES) > 40
-    quick: dict[Any, int] = {_tree_later: 0, _fragment_tree: 0}
+    quick: dict[Any, int] = {_tree_later: 0, _fragment_tree: 0, "head": 0}
     set_max_value(limit)
     try:
         for capture in CAPTURES:
@@ -42,11 +42,13 @@ def test_every_frame_of_every_capture(limit: int) -> None:
                     continue
                 if build in quick:
                     quick[build] += 1
+                    quick["head"] += build is _fragment_tree and '"head":' in fast[0]
                 assert fast == with_cuts(lambda e=ev: fields_json(e.fields)), (capture.name, ev.command)
     finally:
         set_max_value(jsonout.MAX_VALUE)
-    # Both quick ways ran, on commands with computed fields (response times) too.
-    assert quick[_tree_later] > 100 and quick[_fragment_tree] >= 5, quick
+    # Both quick ways ran, on commands with computed fields (response times) too, and on fragments
+    # holding a message head.
+    assert quick[_tree_later] > 100 and quick[_fragment_tree] >= 5 and quick["head"] >= 5, quick
 
 
 def _lazy(extra: list[Any]) -> LazyFrame:

@@ -16,16 +16,20 @@ first ``FRAGMENT_KEEP`` octets are kept for display.
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 from analyzer.api import Direction, Field, Finding, Frame, FrameRef
+from analyzer.jsonout import leaves_json
 from analyzer.jsonout import plain as json_plain
 from dissectors.amqp_fast import rules as R
+from dissectors.amqp_fast.commands import head_layout
 from dissectors.amqp_fast.decode import message_head, message_head_values
-from dissectors.amqp_fast.wire import Encoding
+from dissectors.amqp_fast.wire import Date, Encoding
 from dissectors.kit.lazy import QUICK_INFO, QUICK_JSON, LazyFrame, add_field, add_info
 from dissectors.kit.sequence import Sequencer
 from dissectors.kit.state import plain_state
+from dissectors.schema import leaves_only
 
 UNKNOWN = 1 << 62
 HEAD_LIMIT = (1 << 16) + 1024  # the largest head with 2-octet tables is about 66 KB
@@ -325,10 +329,22 @@ QUICK_INFO[_fragment_tree] = _fragment_info
 
 
 def _fragment_json(frame: LazyFrame, ctx: FragmentView) -> dict[str, Any] | None:
-    """What fields_json makes of _fragment_tree's fields, for a fragment without a message head."""
-    if ctx[2] is not None:
-        return None
-    return {"fragment": json_plain(frame.data, "fragment")}
+    """What fields_json makes of _fragment_tree's fields: the fragment's octets, and a message
+    head's values when it lies in this fragment (its tree's JSON, whose fields are leaves)."""
+    out = {"fragment": json_plain(frame.data, "fragment")}
+    head = ctx[2]
+    if head is not None:
+        _in_place, octets, enc = head
+        got = message_head_values(octets, enc) if _head_leaves(enc) else None
+        if got is None:
+            return None
+        out["head"] = leaves_json(got[0].items(), {})
+    return out
+
+
+@cache
+def _head_leaves(enc: Encoding) -> bool:
+    return leaves_only(head_layout(enc), leaf_types=(Date,))
 
 
 QUICK_JSON[_fragment_tree] = _fragment_json
