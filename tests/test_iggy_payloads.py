@@ -46,6 +46,23 @@ def test_identifier_numeric_and_string_from_spec_bytes():
     assert T.IDENTIFIER.write("orders") == b"\x02\x06orders"
 
 
+def test_problems_are_walked_for_only_when_something_was_marked():
+    """problems_of(fields, since) skips the walk when no problem was attached since ``since``."""
+    since = T.MARKS[0]
+    clean = read(T.IDENTIFIER, b"\x01\x04" + struct.pack("<I", 7))
+    assert T.MARKS[0] == since and T.problems_of([clean], since) == []
+    bad = read(T.IDENTIFIER, b"\x03\x04\x01\x00\x00\x00", "topic_id")
+    assert T.MARKS[0] == since + 1
+    assert T.problems_of([clean, bad], since) == T.problems_of([clean, bad]) == \
+        [("value", "topic_id: invalid identifier kind 3")]
+    # A payload decoder gives them the same way: a clean request none, a flagged one its problem.
+    raw = bytearray(M.encode_send_messages("C", 1, 2, [{"id": 1, "payload": b"x"}]))
+    assert M.decode_send_messages("C", bytes(raw), 0, len(raw)).problems == []
+    raw[4] = 3  # the stream identifier's kind, after metadata_length
+    got = M.decode_send_messages("C", bytes(raw), 0, len(raw))
+    assert ("value", "stream_id: invalid identifier kind 3") in got.problems
+
+
 @pytest.mark.parametrize("data, message", [
     (b"\x03\x04\x01\x00\x00\x00", "invalid identifier kind 3"),
     (b"\x01\x02\x01\x00", "numeric identifier length 2"),

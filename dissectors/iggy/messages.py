@@ -54,6 +54,7 @@ from analyzer.jsonout import plain as json_plain
 from dissectors.iggy.types import (
     HEADER_KINDS,
     IDENTIFIER,
+    MARKS,
     MESSAGE_STATE,
     PARTITIONING,
     TIMESTAMP,
@@ -304,8 +305,9 @@ class _Walk:
         self.polled = polled
 
     def read(self, layout: Struct, off: int, end: int) -> tuple[list[Field], int]:
+        since = MARKS[0]
         fields, new = layout.read_fields(self.mv, off, end)
-        self.problems += problems_of(fields)
+        self.problems += problems_of(fields, since)
         return fields, new
 
     def rest(self, name: str, off: int, end: int) -> Field:
@@ -868,6 +870,7 @@ def decode_send_messages(dialect: str, buf: bytes | memoryview, start: int, end:
     n = 0
     try:
         off = start
+        since = MARKS[0]
         meta = None
         if dialect not in LEGACY:
             meta, off = U32.read("metadata_length", w.mv, off, end)
@@ -876,7 +879,7 @@ def decode_send_messages(dialect: str, buf: bytes | memoryview, start: int, end:
         topic, off = IDENTIFIER.read("topic_id", w.mv, off, end)
         part, off = PARTITIONING.read("partitioning", w.mv, off, end)
         fields += [stream, topic, part]
-        w.problems += problems_of([stream, topic, part])
+        w.problems += problems_of([stream, topic, part], since)
         if dialect in LEGACY:
             msg_at = off
             items, off = _legacy_messages(w, off, end, None)

@@ -9,7 +9,7 @@ from analyzer.api import Field
 from dissectors.iggy.commands import SEND_PAYLOAD, Command
 from dissectors.iggy.messages import decode_send_messages
 from dissectors.iggy.responses import decode_response
-from dissectors.iggy.types import Decoded, problems_of
+from dissectors.iggy.types import MARKS, Decoded, problems_of
 from dissectors.schema import DecodeError, Struct
 
 
@@ -53,6 +53,7 @@ def decode(layout: Struct, data: bytes, start: int) -> Request:
     out = Request(fields)
     view = memoryview(data)
     off = start
+    since = MARKS[0]
     try:
         for spec in layout.fields:
             if spec.optional and off >= end:
@@ -71,7 +72,7 @@ def decode(layout: Struct, data: bytes, start: int) -> Request:
                 fields.append(Field("trailing", data[off:], off, end - off))
     finally:
         view.release()
-    out.problems = problems_of(fields)
+    out.problems = problems_of(fields, since)
     return out
 
 

@@ -28,6 +28,7 @@ from dissectors.iggy.types import (
     EXPIRY,
     EXPIRY_SECS,
     F32,
+    MARKS,
     MAX_TOPIC_SIZE,
     NAME8,
     NODE_ROLE,
@@ -344,12 +345,13 @@ def _first_fit(shapes: Sequence[Shape], mv: memoryview, start: int,
     else the first that reads exactly, else the first one with its error."""
     results: list[tuple[list[Field] | None, str, list[tuple[str, str]], DecodeError | None]] = []
     for shape in shapes:
+        since = MARKS[0]
         try:
             fields, off, info = shape(mv, start, end)
         except DecodeError as e:
             results.append((None, "", [("size", str(e))], e))
             continue
-        probs = problems_of(fields)
+        probs = problems_of(fields, since)
         if off < end:
             probs = [*probs, ("size", f"{end - off} bytes after the response")]
             fields = [*fields, Field("trailing", bytes(mv[off:end]), off, end - off)]

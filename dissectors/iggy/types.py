@@ -12,7 +12,8 @@ Problem convention (for every decoder of this package):
   name, partitioning kind, polling kind, consumer kind...) are decoded anyway; the Field returned
   is a :class:`Flagged` (a ``Field`` subclass) carrying ``problems``: a list of ``(kind, message)``
   with the kinds of :class:`Decoded` ("value", "size", ...). Its ``display`` says what is wrong.
-  After decoding a layout, call :func:`problems_of` on the fields to collect them all.
+  After decoding a layout, call :func:`problems_of` on the fields to collect them all (given
+  ``MARKS[0]`` from before the decode, it skips the walk when nothing was marked meanwhile).
 * The payload decoders of :mod:`.messages` and :mod:`.responses` return a :class:`Decoded` whose
   ``problems`` already hold everything found, including those of the types below (do not call
   ``problems_of`` on ``Decoded.fields`` again).
@@ -56,8 +57,14 @@ class Flagged(Field):
     __slots__ = ("problems",)
 
 
+#: How many problems :func:`mark` has attached, ever (per process): fields decoded while it did
+#: not move carry none, and :func:`problems_of` says so without walking them.
+MARKS = [0]
+
+
 def mark(f: Field, kind: str, message: str, display: str | None = None) -> Flagged:
     """``f`` with the problem ``(kind, message)`` attached (a copy unless it is already Flagged)."""
+    MARKS[0] += 1
     if isinstance(f, Flagged):
         out = f
     else:
@@ -69,8 +76,11 @@ def mark(f: Field, kind: str, message: str, display: str | None = None) -> Flagg
     return out
 
 
-def problems_of(fields: Iterable[Field]) -> list[tuple[str, str]]:
-    """Every problem attached to ``fields`` and their descendants, in tree order."""
+def problems_of(fields: Iterable[Field], since: int = -1) -> list[tuple[str, str]]:
+    """Every problem attached to ``fields`` and their descendants, in tree order. ``since``:
+    MARKS[0] before they were decoded; when it has not moved since, they carry none."""
+    if since == MARKS[0]:
+        return []
     out: list[tuple[str, str]] = []
     stack = list(fields)[::-1]
     while stack:
@@ -656,5 +666,5 @@ __all__ = [
     "NAME8", "NODE_ROLE", "NODE_STATUS", "PARTITION_FLAGGED", "PARTITION_U32", "PARTITIONING", "PARTITIONING_KIND",
     "PERMISSIONS", "PERMISSIONS_RESPONSE", "POLLING_KIND", "POLLING_STRATEGY", "SNAPSHOT_COMPRESSION",
     "SNAPSHOT_TYPE", "STR8", "STR32", "TIMESTAMP", "TRANSPORT", "U8", "U16", "U32", "U64", "U128", "USER_STATUS",
-    "USER_STATUS_T", "Checked", "Decoded", "Flagged", "mark", "micros_display", "problems_of",
+    "USER_STATUS_T", "Checked", "Decoded", "Flagged", "MARKS", "mark", "micros_display", "problems_of",
 ]
