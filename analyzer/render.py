@@ -225,6 +225,20 @@ def link_texts(links: Links) -> list[str]:
     return texts
 
 
+def link_suffix(links: Links) -> str:
+    """What a summary line adds for a frame's links: "  [...]" of :func:`link_texts`, made safe.
+    The usual link (one file, one end, its time) is formatted straight away: a third of the cost
+    on a capture where every other line has one (tests/test_summary_links.py holds both alike)."""
+    lat = links.latency
+    if lat is not None and links.request_file is None and links.response_file is None:
+        rf, qf = links.response_frame, links.request_frame
+        if qf is None and rf is not None:
+            return "  [response in #%d (%.3f ms)]" % (rf, lat * 1000)  # noqa: UP031
+        if rf is None and qf is not None:
+            return "  [request in #%d (%.3f ms earlier)]" % (qf, lat * 1000)  # noqa: UP031
+    return safe(f"  [{'; '.join(link_texts(links))}]")
+
+
 class SummaryRenderer:
     def __init__(self, out: Output, t0: float, clock: Clock | None = None) -> None:
         self.out = out
@@ -264,7 +278,7 @@ class SummaryRenderer:
             if not info.isprintable():  # safe()'s own first test, without the call for most lines
                 info = safe(info)
             if links is not None:
-                info += safe(f"  [{'; '.join(link_texts(links))}]")
+                info += link_suffix(links)
             # The line is "%7d %11.6f%s%7d %s\n" % (packet, time, mid, size, info), put together
             # from parts made once for many lines: formatting numbers is most of a line's cost.
             # printf-style where formatted: a third cheaper than f-strings with format specs (the

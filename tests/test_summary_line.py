@@ -39,3 +39,24 @@ def test_every_line_is_its_own_frames() -> None:
         mid = f" 127.0.0.1:5000 {arrows[fr.direction]} 127.0.0.1:5672 {fr.protocol:<16}"
         want.append("%7d %11.6f%s%7d %s\n" % (fr.packets[1], fr.ts - t0, mid, fr.size, fr.info))  # noqa: UP031
     assert stream.getvalue() == "".join(want)
+
+
+def test_a_links_suffix_is_its_link_texts() -> None:
+    """link_suffix formats the usual link itself: it must give what link_texts' words give, for
+    every mix of ends, files and times (nan and inf included)."""
+    from analyzer.linking import Links
+    from analyzer.render import link_suffix, link_texts
+    from analyzer.textsafe import safe
+
+    seen = set()
+    for request, response in [(None, 12), (11, None), (11, 12), (0, None), (None, 10**9)]:
+        for files in [(None, None), ("a.pcap", None), (None, "b\x1b.pcap"), ("a.pcap", "b.pcap")]:
+            for latency in [None, 0.000176, 0.0, 12.5, 1e-9, math.nan, math.inf]:
+                links = Links()
+                links.request_frame, links.response_frame = request, response
+                links.request_file, links.response_file = files
+                links.latency = latency
+                want = safe(f"  [{'; '.join(link_texts(links))}]")
+                assert link_suffix(links) == want, (request, response, files, latency)
+                seen.add(want)
+    assert "  [response in #12 (0.176 ms)]" in seen and "  [request in #11 (0.176 ms earlier)]" in seen
