@@ -107,3 +107,30 @@ def test_random_messages_of_every_dialect(dialect: str, messages: list[dict[str,
         set_max_value(jsonout.MAX_VALUE)
     if all(not m["headers"] for m in messages):  # sent and polled: each made without its tree
         assert direct >= 2 * len(messages) and seen == {dialect}, (direct, seen)
+
+
+def test_identifiers_json_is_their_childrens() -> None:
+    """A well-formed identifier (types.IdentifierField) gives its JSON without making its children:
+    the JSON its children make, on every identifier of every Iggy capture; and its children are
+    the kind (named), the length and the value, where the identifier's bytes have them."""
+    from dissectors.iggy.types import IdentifierField
+
+    seen = set()
+    for capture in CAPTURES:
+        analyzer = Analyzer(dissectors=load_dissectors())
+        for ev in analyzer.run_files([str(capture)]):
+            if not isinstance(ev, Frame):
+                continue
+            for f in nodes(ev.fields, IdentifierField):
+                fresh = IdentifierField(f.name, f.value, f.offset, f.size - 2, f._kind)
+                fast = with_cuts(lambda x=fresh: field_json(x, x.name))
+                kids = fresh.children
+                assert kids is not None and fresh.json_value() is None  # made: the tree's way now
+                assert fast == with_cuts(lambda k=kids: fields_json(k))
+                assert [(k.name, k.offset, k.size) for k in kids] == [
+                    ("kind", f.offset, 1), ("length", f.offset + 1, 1), ("value", f.offset + 2, f.size - 2)]
+                assert ev.data is not None
+                assert ev.data[f.offset:f.offset + 2] == bytes([kids[0].value, kids[1].value])
+                assert kids[0].display == {1: "numeric", 2: "string"}[kids[0].value]
+                seen.add(kids[0].display)
+    assert seen == {"numeric", "string"}, seen

@@ -81,8 +81,10 @@ def zero_id(fields: list[Field]) -> bool:
     """Whether a request names a stream, topic or group by the numeric id 0: ids are 0-based from
     server-0.6 (Z2) on and start at 1 before, where 0 names nothing."""
     for f in fields:
+        if f.name not in ID_FIELDS or f.value != 0:  # (an identifier's children are made when read)
+            continue
         kids = f.children
-        if f.name in ID_FIELDS and f.value == 0 and kids and kids[0].name == "kind" and kids[0].value == 1:
+        if kids and kids[0].name == "kind" and kids[0].value == 1:
             return True
     return False
 

@@ -29,6 +29,7 @@ from typing import Any
 
 from analyzer.api import Field
 from analyzer.jsonout import WideInt
+from dissectors.kit.lazy import BASE_CHILDREN, LazyChildren
 from dissectors.schema import DecodeError, F, Int, Prefixed, WireType
 
 # ------------------------------------------------------------------------------ results and problems
@@ -320,15 +321,15 @@ class Identifier(WireType):
                     problem = "string identifier is not UTF-8"
         else:
             problem = f"invalid identifier kind {kind}"
+        if problem is None:
+            return IdentifierField(name, value, off, n, kind), off + 2 + n
         kids = [
             Field("kind", kind, off, 1, ID_KIND.get(kind, f"invalid ({kind})")),
             Field("length", n, off + 1, 1),
             Field("value", value, off + 2, n),
         ]
-        f = Field(name, value, off, 2 + n, str(value) if problem is None else f"invalid: {problem}", kids)
-        if problem is not None:
-            f = mark(f, "value", f"{name}: {problem}")
-        return f, off + 2 + n
+        f = Field(name, value, off, 2 + n, f"invalid: {problem}", kids)
+        return mark(f, "value", f"{name}: {problem}"), off + 2 + n
 
     def write(self, value: Any) -> bytes:
         if isinstance(value, Mapping):
@@ -344,6 +345,37 @@ class Identifier(WireType):
             return b"\x01\x04" + value.to_bytes(4, "little")
         raw = value.encode("utf-8")
         return bytes([2, len(raw)]) + raw
+
+
+class IdentifierField(LazyChildren):
+    """A well-formed Identifier (numeric id of 4 bytes or a UTF-8 name) whose children kind,
+    length and value are made when first read: requests name their stream and topic frame after
+    frame, and checking them needs none. Its JSON is made without them."""
+
+    __slots__ = ("_kind",)
+
+    def __init__(self, name: str, value: int | str, offset: int, n: int, kind: int) -> None:
+        # Not Field's __init__ (see MessagesField in .messages: a second type going through its
+        # attribute stores costs every Field made after it).
+        self.name = name
+        self.value = value
+        self.offset = offset
+        self.size = 2 + n
+        self.display = str(value)
+        self.is_list = False
+        BASE_CHILDREN.__set__(self, None)
+        self._kind = kind
+
+    def _build(self) -> list[Field]:
+        off, n, kind = self.offset, self.size - 2, self._kind
+        return [Field("kind", kind, off, 1, ID_KIND[kind]), Field("length", n, off + 1, 1),
+                Field("value", self.value, off + 2, n)]
+
+    def json_value(self) -> dict[str, Any] | None:
+        """What field_json makes of the children (integers and text); None once they are made."""
+        if BASE_CHILDREN.__get__(self) is not None:
+            return None
+        return {"kind": self._kind, "length": self.size - 2, "value": self.value}
 
 
 IDENTIFIER = Identifier()
