@@ -903,7 +903,7 @@ class Analyzer:
         info = conv.info
         c2s, s2c = conv.c2s, conv.s2c
         fid = info.id
-        cid = info.community_id
+        cid = info._cid  # None until a stamp below asks for it (FlowInfo.community_id)
         protocol = info.protocol or ""
         here = (packet, packet)  # shared by the frames of this one segment
         unrecorded = fed is not None  # the fed segment is not in its side's segments yet
@@ -965,6 +965,8 @@ class Analyzer:
                 ev.packets = packets if packets is not None else (last, last)
                 ev.ts = fts
                 ev.flow = fid
+                if cid is None:
+                    cid = info.community_id
                 ev.community_id = cid
                 if cli is None:
                     # The texts of the two conversations that emitted last are remembered here, not
@@ -1000,6 +1002,8 @@ class Analyzer:
                     kept.append(ev)
             else:
                 ev.flow = fid
+                if cid is None:
+                    cid = info.community_id
                 ev.community_id = cid
                 ev.service = endpoint_text(info.server_ip, info.server_port)
                 related = ev.related

@@ -21,7 +21,7 @@ class FlowInfo:
 
     __slots__ = ("id", "client_ip", "client_port", "server_ip", "server_port", "protocol", "dialect", "packets",
                  "frames", "bytes_c2s", "bytes_s2c", "errors", "warnings", "notes", "first_ts", "last_ts", "complete",
-                 "community_id")
+                 "_cid")
     #: The fields of :meth:`to_plain`, in the checkpoint's order (endpoints as [address, port]).
     PLAIN = ("id", "client", "server", "protocol", "dialect", "packets", "frames", "bytes_c2s", "bytes_s2c",
              "errors", "warnings", "notes", "first_ts", "last_ts", "complete", "community_id")
@@ -51,7 +51,22 @@ class FlowInfo:
         self.first_ts = first_ts
         self.last_ts = last_ts
         self.complete = False  # both SYN and FIN/RST seen
-        self.community_id = community_id(client, server)
+        self._cid: str | None = None  # see community_id
+
+    @property
+    def community_id(self) -> str:
+        """Its Community ID, made when first asked for: a run that shows nothing of a conversation
+        (findings only, the engine alone) never needs it, and a SHA-1 per conversation is a few
+        per cent of the engine's work on captures of many short ones. Symmetric in the endpoints,
+        so the same after they trade places."""
+        cid = self._cid
+        if cid is None:
+            cid = self._cid = community_id((self.client_ip, self.client_port), (self.server_ip, self.server_port))
+        return cid
+
+    @community_id.setter
+    def community_id(self, value: str) -> None:
+        self._cid = value
 
     @property
     def client(self) -> tuple[str, int]:

@@ -131,3 +131,19 @@ def test_flows_json_keeps_every_key(name: str):
     keys = list(json.loads(out[0]))
     assert keys == ["flow", "client", "server", "community_id", "protocol", "dialect", "packets", "frames",
                     "bytes_c2s", "bytes_s2c", "findings", "first_ts", "last_ts", "undecoded"]
+
+
+def test_a_conversations_id_is_made_when_first_asked_for() -> None:
+    """FlowInfo makes its Community ID on first read (a findings-only run never needs most of
+    them): the value of its endpoints, the same after they trade places, kept by a checkpoint."""
+    from analyzer.flows import FlowInfo
+
+    info = FlowInfo(1, ("10.0.0.1", 40000), ("10.0.0.2", 5672))
+    assert info._cid is None
+    want = community_id(("10.0.0.1", 40000), ("10.0.0.2", 5672))
+    info.client, info.server = info.server, info.client  # as the engine does when it learns the roles
+    assert info.community_id == want and info._cid == want
+    plain = info.to_plain()
+    assert want in plain and FlowInfo.from_plain(json.loads(json.dumps(plain))).community_id == want
+    unasked = FlowInfo.from_plain(FlowInfo(2, ("10.0.0.3", 1), ("10.0.0.4", 2)).to_plain())
+    assert unasked.community_id == community_id(("10.0.0.3", 1), ("10.0.0.4", 2))
