@@ -55,10 +55,9 @@ class FlowInfo:
 
     @property
     def community_id(self) -> str:
-        """Its Community ID, made when first asked for: a run that shows nothing of a conversation
-        (findings only, the engine alone) never needs it, and a SHA-1 per conversation is a few
-        per cent of the engine's work on captures of many short ones. Symmetric in the endpoints,
-        so the same after they trade places."""
+        """Its Community ID, made when first asked for: a findings-only run never needs it for a
+        conversation it shows nothing of, and a SHA-1 per conversation counts on captures of many
+        short ones. Symmetric in the endpoints, so the same after they trade places."""
         cid = self._cid
         if cid is None:
             cid = self._cid = community_id((self.client_ip, self.client_port), (self.server_ip, self.server_port))

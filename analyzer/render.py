@@ -228,7 +228,7 @@ def link_texts(links: Links) -> list[str]:
 def link_suffix(links: Links) -> str:
     """What a summary line adds for a frame's links: "  [...]" of :func:`link_texts`, made safe.
     The usual link (one file, one end, its time) is formatted straight away: a third of the cost
-    on a capture where every other line has one (tests/test_summary_links.py holds both alike)."""
+    on a capture where every other line has one (tests/test_summary_line.py holds both alike)."""
     lat = links.latency
     if lat is not None and links.request_file is None and links.response_file is None:
         rf, qf = links.response_frame, links.request_frame

@@ -13,9 +13,6 @@ from typing import TypeVar
 K = TypeVar("K")
 V = TypeVar("V")
 
-#: What ``memo.get(key, MISSING)`` gives for a key not remembered, where None is an answer.
-MISSING: object = object()
-
 
 def remember(memo: dict[K, V], key: K, value: V, limit: int) -> V:
     """Store ``value`` under ``key`` in ``memo`` (emptied first when it holds ``limit`` answers)

@@ -420,7 +420,7 @@ def _check_records(data: bytes, start: int, stop: int, count: int, problems: Chu
 #: (record length, count) -> the struct that reads the length prefixes of ``count`` records of
 #: that length back to back, in one call (a producer's sub-batches are mostly of a few shapes).
 _PREFIXES: dict[tuple[int, int], struct.Struct] = {}
-_PREFIXES_MAX = 256
+_PREFIXES_MAX = 64
 #: Sub-batches of more records are compared octet by octet (a struct's format grows with them).
 _PREFIXES_COUNT_MAX = 256
 
