@@ -537,40 +537,47 @@ def _frame(w: _Walk, i: int, off: int, end: int, base: tuple[int, int] | None = 
     st, io, ih, ip, ir = _HEAD_PLAN[d]
     v = st.unpack_from(mv, off)
     stored = v[0]
-    mid = v[1] | v[2] << 64
     hlen, plen = v[ih], v[ip]
-    moff = v[io] if base is None else base[0] + v[io]
-    # How problems name the message: made only for a problem (the hot path has none).
-    shown_moff = moff if w.polled else None
+    # How problems name the message (its id and, polled, its offset): made only for a problem or
+    # the message's field (the hot path has neither).
     if plen > MAX_PAYLOAD or hlen > MAX_USER_HEADERS:
-        _limits(w, str(_MessageLabel(i, mid, shown_moff)), plen, hlen)
+        _limits(w, str(_frame_label(w, i, v, io, base)), plen, hlen)
     p = off + hsize
     stop = p + plen + hlen
     if stop > end:
-        w.problems.append(("size", f"{_MessageLabel(i, mid, shown_moff)}: payload {plen} + user headers {hlen} "
-                                   f"bytes overrun the data by {stop - end} bytes"))
+        label = _frame_label(w, i, v, io, base)
+        w.problems.append(("size", f"{label}: payload {plen} + user headers {hlen} bytes overrun the data by "
+                                   f"{stop - end} bytes"))
         hf, _ = FRAME_HEADER[d].read_fields(mv, off, p)
-        return Field(f"[{i}]", mid, off, end - off, "cut off", [*hf, w.rest("rest", p, end)]), end
+        return Field(f"[{i}]", label.mid, off, end - off, "cut off", [*hf, w.rest("rest", p, end)]), end
     if ir:
         reserved = v[ir]
         if reserved:
-            w.problems.append(("reserved", f"{_MessageLabel(i, mid, shown_moff)}: reserved header bytes are "
-                                           f"{reserved:#x}, not 0"))
+            w.problems.append(("reserved", f"{_frame_label(w, i, v, io, base)}: reserved header bytes are {reserved:#x}, "
+                                           f"not 0"))
     if w.polled or stored or d == "V":
         computed = _sum_after_checksum(d, mv[off + 8:stop])
         if stored == computed:
             ck = "verified"
         else:
             ck = f"mismatch: computed {computed:#x}"
-            w.problems.append(("checksum", f"{_MessageLabel(i, mid, shown_moff)}: checksum {stored:#x} does not "
-                                           f"verify (computed {computed:#x})"))
+            w.problems.append(("checksum", f"{_frame_label(w, i, v, io, base)}: checksum {stored:#x} does not verify "
+                                           f"(computed {computed:#x})"))
     else:
         ck = "set by the server"
-    headers = check_headers(mv, p + plen, stop, _typed_keys(d), _MessageLabel(i, mid, shown_moff),
+    headers = check_headers(mv, p + plen, stop, _typed_keys(d), _frame_label(w, i, v, io, base),
                             w.problems) if hlen else 0
     if not make:
         return _WHOLE, stop
-    return MessageField(f"[{i}]", mid, off, stop - off, shown_moff, w.raw, d, base, ck, plen, headers), stop
+    label = _frame_label(w, i, v, io, base)
+    return MessageField(f"[{i}]", label.mid, off, stop - off, label.moff, w.raw, d, base, ck, plen, headers), stop
+
+
+def _frame_label(w: _Walk, i: int, v: tuple[int, ...], io: int, base: tuple[int, int] | None) -> _MessageLabel:
+    """How problems name message ``i`` of _frame, from its header's values ``v``: its id (the u128
+    halves at 1 and 2) and, polled, its offset (at ``io``; V: a delta from the batch's base)."""
+    moff = (v[io] if base is None else base[0] + v[io]) if w.polled else None
+    return _MessageLabel(i, v[1] | v[2] << 64, moff)
 
 
 def _msg_text(plen: int, nheaders: int, moff: int | None) -> str:
