@@ -224,3 +224,68 @@ def test_the_usual_message_in_one_pass():
                 assert first == again == with_cuts(lambda t=tree: fields_json(t)), sections
         finally:
             set_max_value(jsonout.MAX_VALUE)
+
+
+_PREFIXES = [b"", amqp.encode_message(None, application_properties={"batch": 0}),
+             amqp.encode_message(None, application_properties={"batch": 1}),
+             amqp.encode_message(None, properties={"message_id": "m"}, application_properties={"k": "v"})]
+_BODIES = st.one_of(st.binary(max_size=12), st.just(b"\x00\x53\x75\xa0\x01x"), st.just(b"{\"n\": 1}"))
+
+
+def _record_bytes(prefix: int, body: bytes, shape: str) -> bytes:
+    data = b"\x00\x53\x75" + encode_value(body)  # a short data section (0xA0) for short bodies
+    if shape == "footer":  # a section after the data: not like the others
+        return _PREFIXES[prefix] + data + b"\x00\x53\x78" + encode_value({"f": 1})
+    if shape == "two data":
+        return _PREFIXES[prefix] + data + data
+    if shape == "long data":
+        return _PREFIXES[prefix] + b"\x00\x53\x75\xb0" + struct.pack(">I", len(body)) + body
+    return _PREFIXES[prefix] + data
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, len(_PREFIXES) - 1), _BODIES,
+                          st.sampled_from(["usual", "usual", "usual", "footer", "two data", "long data"])),
+                min_size=1, max_size=12),
+       st.sampled_from([0, 4, 1 << 20]))
+def test_records_like_the_one_before_give_the_same_json(records: list[tuple[int, bytes, str]], limit: int):
+    """A sub-batch's records that repeat the bytes before their body (a producer's batch) get their
+    JSON from the record before (amqp.like_json): the same text and cuts as the records' JSON one
+    by one, whatever follows (another prefix, a section after the data, two data sections, a long
+    data section, a body holding a data section's header)."""
+    from dissectors.rabbitmq_stream import chunk
+
+    raw = [_record_bytes(p, b, shape) for p, b, shape in records]
+    data = b"\x09" + b"".join(struct.pack(">I", len(r)) + r for r in raw)
+    set_max_value(limit)
+    try:
+        for first in (None, 100):
+            node = chunk.RecordsField(len(raw), 0, len(data), data, 1, 0, first)
+            fast = with_cuts(lambda n=node: field_json(n, "records"))
+            slow = chunk.RecordsField(len(raw), 0, len(data), data, 1, 0, first)
+            assert fast == with_cuts(lambda n=slow: [field_json(_fresh(r), "records") for r in n.children])
+    finally:
+        set_max_value(jsonout.MAX_VALUE)
+
+
+def test_like_json_takes_only_messages_like_the_one_before():
+    """like_of keeps what like_json needs of a message that ends with its one short data section,
+    and like_json refuses any message whose bytes before its body differ or whose data section is
+    not the last, the only one or short."""
+    usual = _record_bytes(1, b"abc", "usual")
+    amqp.message_json(usual, 0, len(usual))  # the general way remembers its sections, as in a run
+    data_at: list[int] = []
+    sections = amqp._usual_message_json(usual, 0, len(usual), data_at)
+    like = amqp.like_of(usual, 0, len(usual), sections, data_at)
+    assert like == (_PREFIXES[1], {"application_properties": {"batch": 0}})
+    other = _record_bytes(1, b"de", "usual")
+    assert amqp.like_json(other, 0, len(other), like) == amqp.message_json(other, 0, len(other))
+    for prefix, shape in ((2, "usual"), (1, "footer"), (1, "two data"), (1, "long data"), (0, "usual")):
+        m = _record_bytes(prefix, b"de", shape)
+        assert amqp.like_json(m, 0, len(m), like) is None, shape
+    for shape in ("footer", "two data"):
+        m = _record_bytes(1, b"de", shape)
+        amqp.message_json(m, 0, len(m))
+        at: list[int] = []
+        got = amqp._usual_message_json(m, 0, len(m), at)
+        assert got is not None and amqp.like_of(m, 0, len(m), got, at) is None, shape

@@ -398,12 +398,46 @@ def message_json(buf: bytes | memoryview, off: int, end: int) -> dict[str, Any] 
     return out
 
 
-def _usual_message_json(buf: bytes | memoryview, off: int, end: int) -> dict[str, Any] | None:
+#: A message's bytes before its one data section, which ends it, and the JSON of its sections
+#: before that data (see :func:`like_of`).
+Like = tuple[bytes, dict[str, Any]]
+
+
+def like_of(buf: bytes | memoryview, off: int, end: int, sections: dict[str, Any], data_at: list[int]) -> Like | None:
+    """What :func:`like_json` needs to make the JSON of messages like the one in ``buf[off:end]``
+    (``sections``: what _usual_message_json made of it, ``data_at`` filled): its bytes before its
+    one short data section, when that section ends it. None for any other message."""
+    if len(data_at) != 1 or next(reversed(sections)) != "data":
+        return None
+    h = data_at[0]
+    if h + 5 + buf[h + 4] != end:
+        return None
+    return bytes(buf[off:h]), {name: value for name, value in sections.items() if name != "data"}
+
+
+def like_json(buf: bytes | memoryview, off: int, end: int, like: Like) -> dict[str, Any] | None:
+    """message_json of a message made like ``like``'s (:func:`like_of`): the same bytes before one
+    short data section that ends it. A producer's batch is mostly such messages (the same
+    properties, bodies of their own): the sections before the body are not read again. None for a
+    message that is not like it."""
+    prefix, before = like
+    h = off + len(prefix)
+    if (h + 5 > end or buf[h] != 0x00 or buf[h + 1] != 0x53 or buf[h + 2] != 0x75 or buf[h + 3] != 0xA0
+            or h + 5 + buf[h + 4] != end or buf[off:h] != prefix):
+        return None
+    out = before.copy()
+    out["data"] = [json_plain(bytes(buf[h + 5:end]), "data")]
+    return out
+
+
+def _usual_message_json(buf: bytes | memoryview, off: int, end: int,
+                        data_at: list[int] | None = None) -> dict[str, Any] | None:
     """message_json of the usual message, in one pass: every section with the smallulong
     descriptor, each data section short (0xA0), every other one short and remembered in _JSON_SEEN,
     and no section repeated that may not be. None for any other message (message_json's general
     way then decodes it and remembers its sections). The same dict in the same order: sections in
-    wire order, a repeatable one as a list where it first stands."""
+    wire order, a repeatable one as a list where it first stands. ``data_at``: gets where each
+    data section starts (for :func:`like_of`)."""
     if end - off < 3:
         return None
     out: dict[str, Any] = {}
@@ -421,6 +455,8 @@ def _usual_message_json(buf: bytes | memoryview, off: int, end: int) -> dict[str
             if stop > end:
                 return None
             name, value = "data", bytes(buf[p + 2:stop])  # made JSON at the end: a cut is recorded only then
+            if data_at is not None:
+                data_at.append(pos)
         else:
             if c in _SIZE8:
                 stop = p + 2 + buf[p + 1]

@@ -185,18 +185,24 @@ class RecordsField(LazyChildren):
         if BASE_CHILDREN.__get__(self) is not None:
             return None
         data, first = self._data, self._first
-        usual, message_json = amqp._usual_message_json, amqp.message_json
+        usual, message_json, like_json = amqp._usual_message_json, amqp.message_json, amqp.like_json
         unpack = U32.unpack_from
         out: list[Any] = []
         append = out.append
         pos = self._start
+        like: amqp.Like | None = None  # the last usual message's bytes before its data, and their JSON
         for i in range(self.value):
             (n,) = unpack(data, pos)
             at = pos + 4
             pos = at + n
-            sections = usual(data, at, pos)  # message_json's first step, one call less
+            sections = like_json(data, at, pos, like) if like is not None else None
             if sections is None:
-                sections = message_json(data, at, pos)
+                data_at: list[int] = []
+                sections = usual(data, at, pos, data_at)  # message_json's first step, one call less
+                if sections is not None:
+                    like = amqp.like_of(data, at, pos, sections, data_at)
+                else:
+                    sections = message_json(data, at, pos)
             if sections is None:  # the tree's way, for this record alone
                 append(field_json(self._record(i, at - 4, n), "records"))
             elif first is None:
