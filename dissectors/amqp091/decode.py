@@ -548,9 +548,8 @@ def quick_body(frame: LazyFrame, msg: tuple | None) -> str:
     """The Info line build_body gives, without the field tree."""
     data = frame.data
     assert data is not None
-    if msg is None:
-        return f"ContentBody len={HDR.unpack_from(data, 0)[2]}"
-    return f"ContentBody len={HDR.unpack_from(data, 0)[2]}{message_info(msg)}"
+    info = f"ContentBody len={HDR.unpack_from(data, 0)[2]}"
+    return info if msg is None else info + message_info(msg)
 
 
 #: content type -> whether it names text; asked for every message shown (a few types in a capture).

@@ -749,12 +749,17 @@ class MessagesField(LazyChildren):
             out.append(self._tail)
         return out
 
+    def ends_in_rest(self) -> bool:
+        """Whether bytes that are no message follow the messages (a list made by :meth:`lazy`)."""
+        tail = self._tail
+        return tail is not None and not tail.name.startswith("[")
+
     def message_spans(self) -> list[tuple[int, int]]:
         """(offset, end) of each message of a list made by :meth:`lazy`, a cut-off one included."""
         starts = self._starts
         spans = list(zip(starts, [*starts[1:], self._stop]))  # noqa: B905 - no start, no span
         tail = self._tail
-        if tail is not None and tail.name.startswith("["):
+        if tail is not None and not self.ends_in_rest():
             spans.append((tail.offset, tail.offset + tail.size))
         return spans
 
@@ -813,8 +818,7 @@ def _batch(w: _Walk, off: int, end: int, bi: int, first: int) -> tuple[Field, in
         stop = at + blen
     msgs, fend = _frames(w, p, stop, None, first, (v["base_offset"].value, v["origin_timestamp"].value))
     found = msgs.value
-    tail = msgs._tail
-    tiled = fend == stop and (tail is None or tail.name.startswith("["))
+    tiled = fend == stop and not msgs.ends_in_rest()
     _count_check(w, count, found, f"{label} message_count")
     ck = v["batch_checksum"]
     if ck.value == 0 and not w.polled:

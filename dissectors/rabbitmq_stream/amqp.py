@@ -371,8 +371,12 @@ def message_json(buf: bytes | memoryview, off: int, end: int) -> dict[str, Any] 
     their JSON). None if the bytes are not an AMQP 1.0 message. tests/test_rabbitmq_stream_json.py
     proves both equal on every message of every capture and on random messages."""
     quick = _usual_message_json(buf, off, end)
-    if quick is not None:
-        return quick
+    return quick if quick is not None else general_message_json(buf, off, end)
+
+
+def general_message_json(buf: bytes | memoryview, off: int, end: int) -> dict[str, Any] | None:
+    """message_json of a message _usual_message_json gave up on: its sections decoded (and
+    remembered, so that the next like it takes the one pass)."""
     sections = _sections(buf, off, end, _JSON_SEEN)
     if sections is None:
         return None

@@ -185,7 +185,7 @@ class RecordsField(LazyChildren):
         if BASE_CHILDREN.__get__(self) is not None:
             return None
         data, first = self._data, self._first
-        usual, message_json, like_json = amqp._usual_message_json, amqp.message_json, amqp.like_json
+        usual, general, like_json = amqp._usual_message_json, amqp.general_message_json, amqp.like_json
         unpack = U32.unpack_from
         out: list[Any] = []
         append = out.append
@@ -198,11 +198,11 @@ class RecordsField(LazyChildren):
             sections = like_json(data, at, pos, like) if like is not None else None
             if sections is None:
                 data_at: list[int] = []
-                sections = usual(data, at, pos, data_at)  # message_json's first step, one call less
+                sections = usual(data, at, pos, data_at)  # message_json's two ways, taken here one by one
                 if sections is not None:
                     like = amqp.like_of(data, at, pos, sections, data_at)
                 else:
-                    sections = message_json(data, at, pos)
+                    sections = general(data, at, pos)
             if sections is None:  # the tree's way, for this record alone
                 append(field_json(self._record(i, at - 4, n), "records"))
             elif first is None:
