@@ -338,3 +338,29 @@ def test_info_writes_each_value_as_text_and_short_say(value: Any) -> None:
             assert decode.info(cmd.name, cmd, {key: value}) == f"{cmd.name} {want}", (cmd.name, key)
             checked += 1
     assert checked > 20
+
+
+def test_info_lines_are_remembered_by_bytes_and_encoding(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command checked from its values words its Info line once for its bytes and encoding
+    (decode._INFO_SEEN): the same bytes read with another bit order have a line of their own."""
+    from dissectors.amqp_fast import decode
+    from dissectors.amqp_fast.commands import BY_NAME, layout
+
+    seen: dict[Any, str] = {}
+    monkeypatch.setattr(decode, "_INFO_SEEN", seen)
+    cmd = BY_NAME["HANDLE SEND"]
+    wire = E.command("HANDLE SEND", handle_id=1, fragment_size=500, partial=True)
+    lines = {}
+    for enc in (Encoding(), Encoding("msb")):
+        values, _ = layout(cmd.code, enc).read_values(wire, 3, len(wire) - 1)
+        got = {decode.values_frame(C2S, wire, 0, enc, cmd, values, []).info for _ in range(3)}
+        assert got == {decode.info(cmd.name, cmd, values)}
+        lines[enc.bit_order] = got.pop()
+    assert "partial=1" in lines["lsb"] and "partial=1" not in lines["msb"]
+    assert len(seen) == 2
+    monkeypatch.setattr(decode, "_INFO_SEEN_MAX", 1)
+    seen.clear()
+    for enc in (Encoding(), Encoding("msb")):
+        values, _ = layout(cmd.code, enc).read_values(wire, 3, len(wire) - 1)
+        assert decode.values_frame(C2S, wire, 0, enc, cmd, values, []).info == lines[enc.bit_order]
+    assert len(seen) == 1

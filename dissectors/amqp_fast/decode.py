@@ -27,6 +27,7 @@ from dissectors.amqp_fast.commands import (
 from dissectors.amqp_fast.framing import header
 from dissectors.amqp_fast.wire import Encoding
 from dissectors.kit.lazy import QUICK_INFO, QUICK_JSON, LazyFrame
+from dissectors.kit.memo import remember
 from dissectors.schema import DecodeError, field_values, leaves_only
 
 INITIATION = "INITIATION"
@@ -180,7 +181,25 @@ def _quick_info(frame: LazyFrame, ctx: tuple[Any, str, Command | None, dict[str,
     return info(name, cmd, values)
 
 
-QUICK_INFO[_built] = QUICK_INFO[_tree_later] = _quick_info
+#: (encoding, command bytes) -> _tree_later's Info line: a sender's HANDLE SEND repeats fragment
+#: after fragment, a HANDLE NOTIFY for every fragment of its message. Bounded (see memo.remember).
+_INFO_SEEN: dict[tuple[Encoding, bytes], str] = {}
+_INFO_SEEN_MAX = 512
+
+
+def _tree_later_info(frame: LazyFrame, ctx: tuple[Encoding, str, Command, dict[str, Any]]) -> str:
+    """_quick_info of a command checked from its values, remembered by its bytes (the values and
+    so the line are a function of them and the encoding)."""
+    key = (ctx[0], frame.data)
+    text = _INFO_SEEN.get(key)  # type: ignore[arg-type]
+    if text is None:
+        _, name, cmd, values = ctx
+        text = remember(_INFO_SEEN, key, info(name, cmd, values), _INFO_SEEN_MAX)  # type: ignore[arg-type]
+    return text
+
+
+QUICK_INFO[_built] = _quick_info
+QUICK_INFO[_tree_later] = _tree_later_info
 
 
 @cache
