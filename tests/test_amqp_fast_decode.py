@@ -364,3 +364,9 @@ def test_info_lines_are_remembered_by_bytes_and_encoding(monkeypatch: pytest.Mon
         values, _ = layout(cmd.code, enc).read_values(wire, 3, len(wire) - 1)
         assert decode.values_frame(C2S, wire, 0, enc, cmd, values, []).info == lines[enc.bit_order]
     assert len(seen) == 1
+    seen.clear()  # a long command is worded every time, not kept
+    long = E.command("HANDLE SEND", handle_id=1, fragment_size=500, dest_name="d" * 255)
+    values, _ = layout(cmd.code, Encoding()).read_values(long, 3, len(long) - 1)
+    assert len(long) > decode._INFO_KEY_MAX
+    assert decode.values_frame(C2S, long, 0, Encoding(), cmd, values, []).info == decode.info(cmd.name, cmd, values)
+    assert not seen

@@ -182,19 +182,25 @@ def _quick_info(frame: LazyFrame, ctx: tuple[Any, str, Command | None, dict[str,
 
 
 #: (encoding, command bytes) -> _tree_later's Info line: a sender's HANDLE SEND repeats fragment
-#: after fragment, a HANDLE NOTIFY for every fragment of its message. Bounded (see memo.remember).
+#: after fragment, a HANDLE NOTIFY for every fragment of its message. Bounded: commands of up to
+#: _INFO_KEY_MAX octets, _INFO_SEEN_MAX of them (see memo.remember).
 _INFO_SEEN: dict[tuple[Encoding, bytes], str] = {}
 _INFO_SEEN_MAX = 512
+_INFO_KEY_MAX = 256
 
 
 def _tree_later_info(frame: LazyFrame, ctx: tuple[Encoding, str, Command, dict[str, Any]]) -> str:
     """_quick_info of a command checked from its values, remembered by its bytes (the values and
     so the line are a function of them and the encoding)."""
-    key = (ctx[0], frame.data)
-    text = _INFO_SEEN.get(key)  # type: ignore[arg-type]
+    data = frame.data
+    assert data is not None
+    _, name, cmd, values = ctx
+    if len(data) > _INFO_KEY_MAX:
+        return info(name, cmd, values)
+    key = (ctx[0], data)
+    text = _INFO_SEEN.get(key)
     if text is None:
-        _, name, cmd, values = ctx
-        text = remember(_INFO_SEEN, key, info(name, cmd, values), _INFO_SEEN_MAX)  # type: ignore[arg-type]
+        text = remember(_INFO_SEEN, key, info(name, cmd, values), _INFO_SEEN_MAX)
     return text
 
 
