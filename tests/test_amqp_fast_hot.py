@@ -218,3 +218,33 @@ def test_each_condition_of_the_hot_message_command(name: str) -> None:
             calls += [("feed", (d, data[i:i + step], ts)) for i in range(0, len(data), step)]
         calls.append(("end", (s.ts + 1,)))
         assert len(same(Recorded("amqp_fast", False, calls))) > 10
+
+
+def test_clean_values_are_remembered_by_encoding_and_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hot path reads a command's values once for its bytes and encoding (hot._VALUES_SEEN):
+    only those of a command it may take (whole, no zero octet in a short string, no confirm tag);
+    the same bytes with another bit order are read again. The busy sessions above run with it."""
+    from dissectors.amqp_fast import hot
+    from dissectors.amqp_fast.commands import BY_NAME
+    from dissectors.amqp_fast.wire import Encoding
+
+    seen: dict = {}
+    monkeypatch.setattr(hot, "_VALUES_SEEN", seen)
+    cmd = BY_NAME["HANDLE SEND"]
+    clean = E.command("HANDLE SEND", handle_id=1, fragment_size=500, partial=True)
+    refused = [E.command("HANDLE SEND", handle_id=1, confirm_tag=3, fragment_size=500),
+               E.command("HANDLE SEND", handle_id=1, fragment_size=500, dest_name="a\0b"),
+               E.frame(31, E.fields("HANDLE SEND", {"handle_id": 1, "fragment_size": 5}) + b"zz")]
+    lsb, msb = Encoding(), Encoding("msb")
+    for enc in (lsb, msb):
+        for data in refused:
+            assert hot._clean_values(cmd, enc, data, len(data) - 1) is None
+        first = hot._clean_values(cmd, enc, clean, len(clean) - 1)
+        assert first is not None and hot._clean_values(cmd, enc, clean, len(clean) - 1) is first
+    assert set(seen) == {(lsb, clean), (msb, clean)}
+    assert seen[(lsb, clean)]["partial"] is True and seen[(msb, clean)]["partial"] is False
+    monkeypatch.setattr(hot, "_VALUES_SEEN_MAX", 1)
+    seen.clear()
+    for enc in (lsb, msb):
+        hot._clean_values(cmd, enc, clean, len(clean) - 1)
+    assert len(seen) == 1

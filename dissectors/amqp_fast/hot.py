@@ -17,11 +17,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from analyzer.api import Direction, Event, Frame
-from dissectors.amqp_fast.commands import BY_CODE, BY_NAME, COMMAND_END, LONG_SIZE, layout
+from dissectors.amqp_fast.commands import BY_CODE, BY_NAME, COMMAND_END, LONG_SIZE, Command, layout
 from dissectors.amqp_fast.decode import nul_fields, values_frame
 from dissectors.amqp_fast.framing import Side
 from dissectors.amqp_fast.machines import CHANNEL, CHANNEL_MACHINE, COMMAND, CONNECTION, HANDLE_MACHINE
 from dissectors.amqp_fast.messages import Messages
+from dissectors.amqp_fast.wire import Encoding
+from dissectors.kit.memo import remember
 from dissectors.schema import DecodeError
 
 if TYPE_CHECKING:
@@ -88,6 +90,32 @@ _QUIET_HANDLE = HANDLE_MACHINE.quiet_loops()
 _QUIET_CHANNEL = CHANNEL_MACHINE.quiet_loops()
 
 
+#: (encoding, command bytes) -> the values of a hot command that reads whole and clean (see
+#: _clean_values): a sender's HANDLE SEND repeats fragment after fragment, a HANDLE NOTIFY for
+#: every fragment of its message. Never changed once made (the frames share them). Bounded.
+_VALUES_SEEN: dict[tuple[Encoding, bytes], dict[str, Any]] = {}
+_VALUES_SEEN_MAX = 512
+_VALUES_KEY_MAX = 64
+
+
+def _clean_values(cmd: Command, enc: Encoding, data: bytes, end: int) -> dict[str, Any] | None:
+    """The values of hot command ``data`` when they fill it up to its command-end octet at
+    ``end``, no short string holds a zero octet and it asks for no confirmation; else None."""
+    key = (enc, data)
+    values = _VALUES_SEEN.get(key)
+    if values is not None:
+        return values
+    try:
+        values, used = layout(cmd.code, enc).read_values(data, 3, end)
+    except DecodeError:
+        return None
+    if used != end or nul_fields(cmd.code, values) or values.get("confirm_tag"):
+        return None
+    if end < _VALUES_KEY_MAX:
+        remember(_VALUES_SEEN, key, values, _VALUES_SEEN_MAX)
+    return values
+
+
 def _hot_command(conn: AmqpFastConnection, d: Direction, side: Side, msgs: Messages, data: bytes,
                  offset: int) -> Frame | None:
     """HANDLE SEND or NOTIFY on an open handle of an open channel of an open connection, continuing
@@ -102,11 +130,8 @@ def _hot_command(conn: AmqpFastConnection, d: Direction, side: Side, msgs: Messa
         return None
     name = cmd.name
     end = len(data) - 1
-    try:
-        values, used = layout(cmd.code, conn.enc).read_values(data, 3, end)
-    except DecodeError:
-        return None
-    if used != end or nul_fields(cmd.code, values) or values.get("confirm_tag"):
+    values = _clean_values(cmd, conn.enc, data, end)
+    if values is None:
         return None
     fm = conn.frame_max
     if fm and end + 1 > fm:
