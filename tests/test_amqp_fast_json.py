@@ -14,12 +14,12 @@ import pytest
 import analyzer.jsonout as jsonout
 from analyzer.api import Field, Frame
 from analyzer.engine import Analyzer
-from analyzer.jsonout import fields_json, frame_json, set_max_value
+from analyzer.jsonout import field_json, fields_json, frame_json, set_max_value
 from analyzer.registry import load_dissectors
 from dissectors.amqp_fast.decode import _tree_later
 from dissectors.amqp_fast.messages import _fragment_tree
-from dissectors.kit.lazy import QUICK_JSON, LazyFrame, add_computed, add_field
-from tests.jsoncheck import with_cuts
+from dissectors.kit.lazy import QUICK_JSON, LazyField, LazyFrame, add_computed, add_field
+from tests.jsoncheck import nodes, with_cuts
 
 ROOT = Path(__file__).resolve().parent.parent
 CAPTURES = sorted((ROOT / "captures" / "amqp_fast").rglob("*.pcap*"))
@@ -49,6 +49,27 @@ def test_every_frame_of_every_capture(limit: int) -> None:
     # Both quick ways ran, on commands with computed fields (response times) too, and on fragments
     # holding a message head.
     assert quick[_tree_later] > 100 and quick[_fragment_tree] >= 5 and quick["head"] >= 5, quick
+
+
+@pytest.mark.parametrize("limit", [0, 3, 1 << 20])
+def test_a_finished_message_node_converts_as_its_leaves(limit: int) -> None:
+    """The summary node of a finished message (its leaves made when read) gives as JSON what its
+    leaves give, with the same values cut."""
+    seen = 0
+    set_max_value(limit)
+    try:
+        for capture in CAPTURES:
+            for ev in Analyzer(dissectors=load_dissectors()).run_files([str(capture)]):
+                if not isinstance(ev, Frame) or ev.protocol != "amqp_fast":
+                    continue
+                for node in nodes(ev.fields, LazyField):
+                    if node.name == "message":
+                        fast = with_cuts(lambda n=node: field_json(n, "message"))  # before the leaves are made
+                        assert fast == with_cuts(lambda n=node: fields_json(n.children)), capture.name
+                        seen += 1
+    finally:
+        set_max_value(jsonout.MAX_VALUE)
+    assert seen >= 10
 
 
 def _lazy(extra: list[Any]) -> LazyFrame:

@@ -26,7 +26,7 @@ from dissectors.amqp_fast import rules as R
 from dissectors.amqp_fast.commands import head_layout
 from dissectors.amqp_fast.decode import message_head, message_head_values
 from dissectors.amqp_fast.wire import Date, Encoding
-from dissectors.kit.lazy import QUICK_INFO, QUICK_JSON, LazyFrame, add_field, add_info
+from dissectors.kit.lazy import QUICK_INFO, QUICK_JSON, LazyField, LazyFrame, add_field, add_info
 from dissectors.kit.sequence import Sequencer
 from dissectors.kit.state import plain_state
 from dissectors.schema import leaves_only
@@ -232,12 +232,15 @@ class Messages:
             findings.append(R.MESSAGE_SIZE(f"the message on {key} carries {received - headlen} body octets, its "
                                            f"head announced body-size {body_size}", command=FRAGMENT))
         body = meta[_BODY]
-        children = [Field("handle_id", meta[_HANDLE])]
+        # The message's summary node, its leaves made when a view reads them (a findings-only run
+        # never does), its JSON from the same values.
+        leaves = [("handle_id", meta[_HANDLE])]
         if meta[_NBR] is not None:
-            children.append(Field("message_nbr", meta[_NBR]))
-        children += [Field("size", received), Field("fragments", meta[_FRAGS]),
-                     Field("body", body), Field("body_truncated", headlen >= 0 and received - headlen > len(body))]
-        add_field(frame, Field("message", None, -1, 0, None, children))
+            leaves.append(("message_nbr", meta[_NBR]))
+        leaves += [("size", received), ("fragments", meta[_FRAGS]), ("body", body),
+                   ("body_truncated", headlen >= 0 and received - headlen > len(body))]
+        add_field(frame, LazyField("message", None, -1, 0, lambda: [Field(n, v) for n, v in leaves], False,
+                                   json=lambda: leaves_json(leaves, {})))
         shown = _preview(body)
         add_info(frame, f" [message {received} octets in {meta[_FRAGS]} fragment{'s' * (meta[_FRAGS] != 1)}"
                  + (f": {shown}]" if shown else "]"))
@@ -357,6 +360,6 @@ def _preview(body: bytes) -> str:
         text = body[:40].decode("utf-8")
     except UnicodeDecodeError:
         return body[:16].hex(" ") + (" …" if len(body) > 16 else "")
-    if not all(c.isprintable() or c in "\r\n\t" for c in text):
+    if not text.isprintable() and not all(c.isprintable() or c in "\r\n\t" for c in text):
         return body[:16].hex(" ") + (" …" if len(body) > 16 else "")
     return repr(text) + (" …" if len(body) > 40 else "")
