@@ -197,10 +197,9 @@ class Messages:
                 body_len = meta[_TOTAL] + announced - meta[_HEADLEN] - short
                 meta[_BODY] = meta[_BODY][:max(body_len, 0)]
             self._count(key, meta, size)
-        meta = self.meta.get(key)
         handle = (meta[_HANDLE],) if meta is not None else None
         shown = tuple(meta[_HEAD]) if meta is not None and head is not None and meta[_HEAD] is not None else None
-        findings = [_BY_ID[rid](text, command=FRAGMENT, field=field) for rid, text, field in noted]
+        findings = [_BY_ID[rid](text, command=FRAGMENT, field=field) for rid, text, field in noted] if noted else []
         if short:
             findings.append(R.FRAGMENT_SHORT(f"fragment-size is {announced} but a command starts after {size} "
                                              f"octets", command=FRAGMENT))
