@@ -608,8 +608,8 @@ def _frames(w: _Walk, off: int, end: int, count: int | None, first: int = 0,
     i = first
     d, mv = w.dialect, w.mv
     hsize = HEADER_SIZE[d]
-    unpack, _, ih, ip, ir = _HEAD_PLAN[d]
-    unpack = unpack.unpack_from
+    st, _, ih, ip, ir = _HEAD_PLAN[d]
+    unpack = st.unpack_from
     summed = w.polled or d == "V"  # else a message's checksum is verified only when set
     checksum = _checksum_function(d)
     while off < end and (count is None or i - first < count):
