@@ -267,19 +267,11 @@ def decode_entries(buf: bytes, pos: int, end: int, base: int, n_entries: int, fi
             rec += 1
             pos += 4 + n
             continue
-        if pos + sub.size > end:
-            problems.errors.append(f"entry {i - 1}: sub-batch header cut off")
+        head = _sub_batch_head(buf, pos, end, draft, problems, i - 1)
+        if head is None:
             break
-        if draft:
-            flags, count, dlen = sub.unpack_from(buf, pos)
-            ulen = None
-        else:
-            flags, count, ulen, dlen = sub.unpack_from(buf, pos)
+        flags, count, ulen, dlen = head
         body = pos + sub.size
-        if body + dlen > end:
-            problems.errors.append(f"entry {i - 1}: sub-batch data length {dlen} overruns the data by "
-                                   f"{body + dlen - end} bytes")
-            break
         comp = (flags >> 4) & 7
         records: list[Field] | RecordsField
         if build and not lazy:
@@ -307,6 +299,39 @@ def decode_entries(buf: bytes, pos: int, end: int, base: int, n_entries: int, fi
         rec += count
         pos = body + dlen
     return out, rec, pos
+
+
+def _sub_batch_head(buf: bytes, pos: int, end: int, draft: bool, problems: ChunkProblem,
+                    entry: int) -> tuple[int, int, int | None, int] | None:
+    """(flags, record count, uncompressed length or None in the draft, data length) of the
+    sub-batch entry at ``pos``; None (said in ``problems``) when its header or data does not fit."""
+    sub = DRAFT_SUB_BATCH if draft else SUB_BATCH
+    body = pos + sub.size
+    if body > end:
+        problems.errors.append(f"entry {entry}: sub-batch header cut off")
+        return None
+    if draft:
+        flags, count, dlen = sub.unpack_from(buf, pos)
+        ulen = None
+    else:
+        flags, count, ulen, dlen = sub.unpack_from(buf, pos)
+    if body + dlen > end:
+        problems.errors.append(f"entry {entry}: sub-batch data length {dlen} overruns the data by "
+                               f"{body + dlen - end} bytes")
+        return None
+    return flags, count, ulen, dlen
+
+
+def check_sub_batch(buf: bytes, pos: int, end: int, problems: ChunkProblem, entry: int = 0) -> int:
+    """What decode_entries checks of the one (today's) sub-batch entry at ``pos`` without building
+    anything: its end, or ``pos`` when its header or data does not fit (said in ``problems``)."""
+    head = _sub_batch_head(buf, pos, end, False, problems, entry)
+    if head is None:
+        return pos
+    flags, count, ulen, dlen = head
+    body = pos + SUB_BATCH.size
+    _sub_batch_records(buf, body, dlen, (flags >> 4) & 7, count, ulen, 0, problems, entry)
+    return body + dlen
 
 
 def scan_entries(buf: bytes, pos: int, end: int, n_entries: int, first_offset: int, problems: ChunkProblem,

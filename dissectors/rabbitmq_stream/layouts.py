@@ -124,7 +124,7 @@ class PublishEntries(WireType):
                 return None
             if raw[off] & 0x80 and self.version == 1:  # a sub-batch: its records checked, none built
                 problems = problems or ch.ChunkProblem()
-                _none, _records, new = ch.decode_entries(raw, off, end, 0, 1, None, problems, build=False)
+                new = ch.check_sub_batch(raw, off, end, problems)
                 if problems.errors or problems.limits or problems.notes or new == off:
                     return None
                 off = new
