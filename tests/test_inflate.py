@@ -7,7 +7,7 @@ import gzip
 import struct
 import tracemalloc
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import lz4.frame
 import pytest
@@ -32,6 +32,22 @@ from dissectors.rabbitmq_stream.encode import (
 
 RAW = b"".join(bytes([i % 251]) * (i % 97) for i in range(4000))  # compressible, not trivial
 MIB = 1 << 20
+
+
+@pytest.fixture
+def setting(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str | None], None]]:
+    """Sets STREAMPROTO_MAX_DECOMPRESSED (None: unset) as a new process would see it: limit()
+    reads it once and keeps it, so it is read again after each change and after the test."""
+
+    def put(value: str | None) -> None:
+        if value is None:
+            monkeypatch.delenv(I.ENV, raising=False)
+        else:
+            monkeypatch.setenv(I.ENV, value)
+        I.limit.cache_clear()
+
+    yield put
+    I.limit.cache_clear()
 
 COMPRESS: dict[str, Callable[[bytes], bytes]] = {
     "gzip": gzip.compress,
@@ -133,14 +149,16 @@ def test_snappy_framed_reserved_chunk_is_an_error() -> None:
         I.inflate("snappy", packed + b"\x02\x01\x00\x00x", len(RAW) + 1)
 
 
-def test_limit_setting(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(I.ENV, raising=False)
+def test_limit_setting(setting: Callable[[str | None], None], monkeypatch: pytest.MonkeyPatch) -> None:
+    setting(None)
     assert I.limit() == I.DEFAULT_LIMIT
-    monkeypatch.setenv(I.ENV, "64M")
+    setting("64M")
     assert I.limit() == 64 * MIB
-    monkeypatch.setenv(I.ENV, "512k")
+    monkeypatch.setenv(I.ENV, "1M")  # read once: a change without a new reading is not seen
+    assert I.limit() == 64 * MIB
+    setting("512k")
     assert I.limit() == 512 << 10
-    monkeypatch.setenv(I.ENV, "lots")
+    setting("lots")
     assert I.limit() == I.DEFAULT_LIMIT  # a bad setting keeps the default bound, never none
 
 
@@ -200,8 +218,8 @@ def test_bomb_under_a_small_declared_size_stops_there(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", list(CODE))
-def test_declared_size_over_the_limit_is_not_expanded(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(I.ENV, "1M")
+def test_declared_size_over_the_limit_is_not_expanded(name: str, setting: Callable[[str | None], None]) -> None:
+    setting("1M")
     payload = RECORDS + bytes(2 * MIB)
     found, d = deliver_findings([sub_batch(name, payload, len(payload))], len(MSGS))
     assert [f.id for f in found] == [R.LIMIT.id]
@@ -209,8 +227,8 @@ def test_declared_size_over_the_limit_is_not_expanded(name: str, monkeypatch: py
     assert records_of(d) == [[]]
 
 
-def test_sub_batches_of_one_frame_share_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(I.ENV, str(3 * len(RECORDS) + 10))
+def test_sub_batches_of_one_frame_share_the_limit(setting: Callable[[str | None], None]) -> None:
+    setting(str(3 * len(RECORDS) + 10))
     entries = [sub_batch("gzip", RECORDS, len(RECORDS)) for _ in range(4)]
     found, d = deliver_findings(entries, 4 * len(MSGS))
     assert [f.id for f in found] == [R.LIMIT.id]
