@@ -232,12 +232,11 @@ class ChunkProblem:
 
 def decode_entries(buf: bytes, pos: int, end: int, base: int, n_entries: int, first_offset: int | None,
                    problems: ChunkProblem, draft: bool = False, first_index: int = 0,
-                   build: bool = True, lazy: bool = False) -> tuple[list[Field], int, int]:
+                   lazy: bool = False) -> tuple[list[Field], int, int]:
     """Entries in ``buf[pos:end]``; returns (entry fields, records seen, end position).
 
     ``base`` turns buffer positions into frame-relative offsets (frame start = ``-base``).
     Records get offsets ``first_offset + i`` when ``first_offset`` is known (Deliver).
-    Without ``build`` (scan_entries) the same checks run and no Field is made (none returned).
     With ``lazy``, a sub-batch's records are checked now and their list is made when first read
     (a Publish of sub-batches is decoded eagerly; only a view that shows it needs its records).
     Only for callers that give up the frame's tree when ``problems`` has errors or limits: the
@@ -274,28 +273,27 @@ def decode_entries(buf: bytes, pos: int, end: int, base: int, n_entries: int, fi
         body = pos + sub.size
         comp = (flags >> 4) & 7
         records: list[Field] | RecordsField
-        if build and not lazy:
+        if not lazy:
             records = _records_node(buf, body, dlen, comp, count, ulen, base,
                                     None if first_offset is None else first_offset + rec, problems, i - 1)
             got = records.value if type(records) is RecordsField else 0
         else:
             records, got = _sub_batch_records(buf, body, dlen, comp, count, ulen, base, problems, i - 1)
-        if build:
-            f_off = pos - base
-            kids = [
-                Field("compression", comp, f_off, 1, COMPRESSION[comp]),
-                Field("record_count", count, f_off + 1, 2),
-            ]
-            if ulen is not None:
-                kids.append(Field("uncompressed_length", ulen, f_off + 3, 4))
-            kids.append(Field("data_length", dlen, f_off + sub.size - 4, 4))
-            if type(records) is RecordsField:
-                kids.append(records)
-            elif lazy and not records:  # checked, nothing built (else: shown compressed)
-                kids.append(_records_later(buf, body, dlen, comp, count, ulen, base, first_offset, rec, i - 1, got))
-            else:
-                kids.append(Field("records", got, body - base, dlen, None, records, True))  # type: ignore[arg-type]
-            append(Field("sub_batch", count, f_off, sub.size + dlen, f"{count} records, {COMPRESSION[comp]}", kids))
+        f_off = pos - base
+        kids = [
+            Field("compression", comp, f_off, 1, COMPRESSION[comp]),
+            Field("record_count", count, f_off + 1, 2),
+        ]
+        if ulen is not None:
+            kids.append(Field("uncompressed_length", ulen, f_off + 3, 4))
+        kids.append(Field("data_length", dlen, f_off + sub.size - 4, 4))
+        if type(records) is RecordsField:
+            kids.append(records)
+        elif lazy and not records:  # checked, nothing built (else: shown compressed)
+            kids.append(_records_later(buf, body, dlen, comp, count, ulen, base, first_offset, rec, i - 1, got))
+        else:
+            kids.append(Field("records", got, body - base, dlen, None, records, True))  # type: ignore[arg-type]
+        append(Field("sub_batch", count, f_off, sub.size + dlen, f"{count} records, {COMPRESSION[comp]}", kids))
         rec += count
         pos = body + dlen
     return out, rec, pos
@@ -322,30 +320,32 @@ def _sub_batch_head(buf: bytes, pos: int, end: int, draft: bool, problems: Chunk
     return flags, count, ulen, dlen
 
 
-def check_sub_batch(buf: bytes, pos: int, end: int, problems: ChunkProblem, entry: int = 0) -> int:
-    """What decode_entries checks of the one (today's) sub-batch entry at ``pos`` without building
-    anything: its end, or ``pos`` when its header or data does not fit (said in ``problems``)."""
-    head = _sub_batch_head(buf, pos, end, False, problems, entry)
+def check_sub_batch(buf: bytes, pos: int, end: int, problems: ChunkProblem, entry: int = 0,
+                    draft: bool = False) -> tuple[int, int]:
+    """What decode_entries checks of the one sub-batch entry at ``pos`` without building anything:
+    (its end, its record count), or (``pos``, 0) when its header or data does not fit (said in
+    ``problems``)."""
+    head = _sub_batch_head(buf, pos, end, draft, problems, entry)
     if head is None:
-        return pos
+        return pos, 0
     flags, count, ulen, dlen = head
-    body = pos + SUB_BATCH.size
+    body = pos + (DRAFT_SUB_BATCH if draft else SUB_BATCH).size
     _sub_batch_records(buf, body, dlen, (flags >> 4) & 7, count, ulen, 0, problems, entry)
-    return body + dlen
+    return body + dlen, count
 
 
-def scan_entries(buf: bytes, pos: int, end: int, n_entries: int, first_offset: int, problems: ChunkProblem,
+def scan_entries(buf: bytes, pos: int, end: int, n_entries: int, problems: ChunkProblem,
                  draft: bool = False) -> tuple[int, int, int]:
     """Check the entries without building Fields: returns (entries, records, end position).
 
-    The hot path of Deliver: simple entries are only measured; sub-batches (rare, and they may fail
-    to decompress) are decoded in full so their problems are found now.
+    The hot path of Deliver: simple entries are only measured; sub-batches (they may fail to
+    decompress) get decode_entries' checks through check_sub_batch, so their problems are found now.
     """
     unpack = U32.unpack_from
     i = rec = 0
     while pos < end and i < n_entries:
         if buf[pos] & 0x80:
-            _none, r, new = decode_entries(buf, pos, end, 0, 1, first_offset + rec, problems, draft, i, build=False)
+            new, r = check_sub_batch(buf, pos, end, problems, i, draft)
             if new == pos:  # the sub-batch's header or data did not fit (said in problems)
                 break
             i += 1
@@ -602,7 +602,7 @@ def decode_chunk(buf: bytes, pos: int, end: int, problems: ChunkProblem, info: C
             crc_field.display = f"mismatch: data has {computed:#010x}"
             problems.crc_mismatch = (crc, computed)
     before = len(problems.errors)
-    n_seen, recs, stop = scan_entries(buf, data, dend, n_entries, first, problems)
+    n_seen, recs, stop = scan_entries(buf, data, dend, n_entries, problems)
     if len(problems.errors) == before:  # the entries themselves parsed: compare them with the header
         if n_seen != n_entries:
             problems.errors.append(f"chunk says {n_entries} entries, data holds {n_seen}")

@@ -124,7 +124,7 @@ class PublishEntries(WireType):
                 return None
             if raw[off] & 0x80 and self.version == 1:  # a sub-batch: its records checked, none built
                 problems = problems or ch.ChunkProblem()
-                new = ch.check_sub_batch(raw, off, end, problems)
+                new = ch.check_sub_batch(raw, off, end, problems)[0]
                 if problems.errors or problems.limits or problems.notes or new == off:
                     return None
                 off = new
