@@ -131,12 +131,12 @@ def _decoder(codec: str) -> Callable[[bytes, int], bytes]:
 # ------------------------------------------------------------------------------ deflate family
 def _zlib_family(wbits: int, name: str) -> Callable[[bytes, int], bytes]:
     def dec(data: bytes, limit: int) -> bytes:
-        out = bytearray()
+        d = zlib.decompressobj(wbits)
+        first = d.decompress(data, limit)
+        if len(first) >= limit or (d.eof and not d.unused_data):
+            return first  # the usual: one whole member (or the limit reached), without a copy
+        out = bytearray(first)
         while True:
-            d = zlib.decompressobj(wbits)
-            out += d.decompress(data, limit - len(out))
-            if len(out) >= limit:
-                return bytes(out)
             if not d.eof:
                 raise InflateError(f"{name} data ends early (after {len(out)} bytes)")
             data = d.unused_data
@@ -144,6 +144,10 @@ def _zlib_family(wbits: int, name: str) -> Callable[[bytes, int], bytes]:
             if not data or wbits < 16 + 8:
                 if data:
                     raise InflateError(f"{len(data)} bytes after the end of the {name} data")
+                return bytes(out)
+            d = zlib.decompressobj(wbits)
+            out += d.decompress(data, limit - len(out))
+            if len(out) >= limit:
                 return bytes(out)
 
     return dec
