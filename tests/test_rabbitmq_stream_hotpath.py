@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from analyzer.api import Field, Frame
-from dissectors.kit.lazy import LazyFrame
+from dissectors.kit.lazy import QUICK_INFO, LazyFrame
 from dissectors.rabbitmq_stream import RabbitMQStreamDissector
+from dissectors.rabbitmq_stream import connection as C
 from dissectors.rabbitmq_stream import encode as E
 from dissectors.rabbitmq_stream.connection import StreamConnection
 from tests import replay as R
@@ -110,3 +111,40 @@ def test_the_hot_path_takes_the_publishes() -> None:
     made = R.events(DISSECTOR, publishes())
     publish = [ev for ev in made if getattr(ev, "command", None) == "Publish"]
     assert len(publish) == 18 and all(type(ev) is LazyFrame and ev._build is not None for ev in publish)
+
+
+def test_publish_info_lines_remembered_by_their_octets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """quick_publish remembers a Publish's Info line by its version and the octets of its publisher
+    id and message count: read first, each line is the one its tree gives, with the memory empty,
+    warm, or full of other lines, and the memory stays within its bound."""
+    items = E.handshake()
+    for pub in (1, 2):
+        items.append((E.C2S, E.request("DeclarePublisher", correlation_id=pub, publisher_id=pub,
+                                       publisher_reference="", stream="s")))
+        items.append((E.S2C, E.response("DeclarePublisher", correlation_id=pub, response_code=1)))
+    pid = 0
+    for pub in (1, 2):
+        for n in (1, 2, 3):
+            for version in (1, 2):
+                msgs = [{"publishing_id": pid + j, "message": b"m%d" % j} for j in range(n)]
+                if version == 2:
+                    msgs = [{**m, "filter_value": None} for m in msgs]
+                items.append((E.C2S, E.request("Publish", version, publisher_id=pub, messages=msgs)))
+                pid += n
+    rec = Recorded("rabbitmq_stream", False, [("feed", (d, data, 1.0)) for d, data in items])
+
+    def lines() -> list[str]:
+        return [ev.info for ev in R.events(DISSECTOR, rec) if getattr(ev, "command", None) == "Publish"]
+
+    with monkeypatch.context() as m:
+        m.delitem(QUICK_INFO, C.build_publish)  # every line from its tree
+        trees = lines()
+    assert len(set(trees)) == 6 and len(trees) == 12
+    memory: dict = {}
+    monkeypatch.setattr(C, "_PUBLISH_INFO", memory)
+    assert lines() == trees  # empty at first, then warm
+    assert len(memory) == 12
+    assert lines() == trees
+    memory.clear()
+    memory.update({(3, k.to_bytes(5, "big")): "other" for k in range(C._PUBLISH_INFO_MAX)})  # full
+    assert lines() == trees and len(memory) <= C._PUBLISH_INFO_MAX

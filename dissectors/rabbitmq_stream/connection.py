@@ -20,6 +20,7 @@ from dissectors.kit import Correlator, Framer, Piece, Silence, plain_state
 from dissectors.kit import state as kit_state
 from dissectors.kit.dialect import Dialect
 from dissectors.kit.lazy import QUICK_INFO, LazyFrame
+from dissectors.kit.memo import remember
 from dissectors.rabbitmq_stream import rules as R
 from dissectors.rabbitmq_stream.chunk import ChunkInfo, ChunkProblem, decode_chunk
 from dissectors.rabbitmq_stream.dialects import (
@@ -490,11 +491,26 @@ def build_publish(frame: LazyFrame, version: int) -> tuple[list[Field], str]:
     return fields, _info("Publish", cmd.info, {f.name: f for f in fields}, CURRENT, response=False)
 
 
+#: (version, the publisher id and message count octets) -> quick_publish's line: a producer's
+#: Publishes repeat them, and nothing else of the frame is in the line.
+_PUBLISH_INFO: dict[tuple[int, bytes], str] = {}
+_PUBLISH_INFO_MAX = 1024
+
+
 def quick_publish(frame: LazyFrame, version: int) -> str:
-    """build_publish's Info line without the tree: _info over the two fields it names (the
-    publisher id read by its layout's own type, the message count as the entries' list field)."""
+    """build_publish's Info line without the tree, looked up by the octets it depends on."""
     data = frame.data
     assert data is not None
+    key = (version, data[8:13])
+    text = _PUBLISH_INFO.get(key)
+    if text is None:
+        text = remember(_PUBLISH_INFO, key, _publish_info(data, version), _PUBLISH_INFO_MAX)
+    return text
+
+
+def _publish_info(data: bytes, version: int) -> str:
+    """_info over the two fields the Info line names (the publisher id read by its layout's own
+    type, the message count as the entries' list field)."""
     cmd = CURRENT.commands[PUBLISH]
     spec = cmd.requests[version].fields[0]
     publisher, _at = spec.type.read(spec.name, memoryview(data), 8, len(data), spec)
