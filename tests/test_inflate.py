@@ -149,6 +149,12 @@ def test_snappy_framed_reserved_chunk_is_an_error() -> None:
         I.inflate("snappy", packed + b"\x02\x01\x00\x00x", len(RAW) + 1)
 
 
+def test_an_unknown_codec_is_a_value_error() -> None:
+    for call in (lambda: I.inflate("brotli", b"x", 10), lambda: I.available("brotli")):
+        with pytest.raises(ValueError, match="unknown codec 'brotli' \\(known: gzip, zlib"):
+            call()
+
+
 def test_limit_setting(setting: Callable[[str | None], None], monkeypatch: pytest.MonkeyPatch) -> None:
     setting(None)
     assert I.limit() == I.DEFAULT_LIMIT

@@ -91,7 +91,8 @@ _LIBRARIES = {"snappy": "snappy", "lz4": "lz4.frame", "zstd": "zstandard"}
 
 def available(codec: str) -> bool:
     """Whether ``codec`` can be decoded here (its library is installed)."""
-    _decoder(codec)
+    if codec not in _DECODERS:
+        raise _unknown(codec)
     lib = _LIBRARIES.get(codec)
     if lib is None:
         return True
@@ -110,7 +111,9 @@ def inflate(codec: str, data: bytes, limit: int) -> bytes:
     output stayed under ``limit``: past it, the rest is never looked at), :class:`Excess` when
     it states a larger size up front, and :class:`CodecUnavailable` when the codec's library
     is missing."""
-    dec = _decoder(codec)
+    dec = _DECODERS.get(codec)
+    if dec is None:
+        raise _unknown(codec)
     if limit <= 0:
         return b""
     try:
@@ -121,11 +124,8 @@ def inflate(codec: str, data: bytes, limit: int) -> bytes:
         raise InflateError(str(exc) or type(exc).__name__) from exc
 
 
-def _decoder(codec: str) -> Callable[[bytes, int], bytes]:
-    dec = _DECODERS.get(codec)
-    if dec is None:
-        raise ValueError(f"unknown codec {codec!r} (known: {', '.join(CODECS)})")
-    return dec
+def _unknown(codec: str) -> ValueError:
+    return ValueError(f"unknown codec {codec!r} (known: {', '.join(CODECS)})")
 
 
 # ------------------------------------------------------------------------------ deflate family
