@@ -240,19 +240,21 @@ def _record_bytes(prefix: int, body: bytes, shape: str) -> bytes:
         return _PREFIXES[prefix] + data + data
     if shape == "long data":
         return _PREFIXES[prefix] + b"\x00\x53\x75\xb0" + struct.pack(">I", len(body)) + body
+    if shape == "value":  # an amqp-value section of the same size where the data section stands
+        return _PREFIXES[prefix] + b"\x00\x53\x77" + encode_value(body)
     return _PREFIXES[prefix] + data
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, len(_PREFIXES) - 1), _BODIES,
-                          st.sampled_from(["usual", "usual", "usual", "footer", "two data", "long data"])),
+                          st.sampled_from(["usual", "usual", "usual", "footer", "two data", "long data", "value"])),
                 min_size=1, max_size=12),
        st.sampled_from([0, 4, 1 << 20]))
 def test_records_like_the_one_before_give_the_same_json(records: list[tuple[int, bytes, str]], limit: int):
     """A sub-batch's records that repeat the bytes before their body (a producer's batch) get their
     JSON from the record before (amqp.like_json): the same text and cuts as the records' JSON one
     by one, whatever follows (another prefix, a section after the data, two data sections, a long
-    data section, a body holding a data section's header)."""
+    data section, an amqp-value section in its place, a body holding a data section's header)."""
     from dissectors.rabbitmq_stream import chunk
 
     raw = [_record_bytes(p, b, shape) for p, b, shape in records]
@@ -277,10 +279,11 @@ def test_like_json_takes_only_messages_like_the_one_before():
     data_at: list[int] = []
     sections = amqp._usual_message_json(usual, 0, len(usual), data_at)
     like = amqp.like_of(usual, 0, len(usual), sections, data_at)
-    assert like == (_PREFIXES[1], {"application_properties": {"batch": 0}})
+    assert like == (_PREFIXES[1] + b"\x00\x53\x75\xa0", {"application_properties": {"batch": 0}})
     other = _record_bytes(1, b"de", "usual")
     assert amqp.like_json(other, 0, len(other), like) == amqp.message_json(other, 0, len(other))
-    for prefix, shape in ((2, "usual"), (1, "footer"), (1, "two data"), (1, "long data"), (0, "usual")):
+    for prefix, shape in ((2, "usual"), (1, "footer"), (1, "two data"), (1, "long data"), (0, "usual"),
+                          (1, "value")):
         m = _record_bytes(prefix, b"de", shape)
         assert amqp.like_json(m, 0, len(m), like) is None, shape
     for shape in ("footer", "two data"):

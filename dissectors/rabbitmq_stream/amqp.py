@@ -402,35 +402,35 @@ def general_message_json(buf: bytes | memoryview, off: int, end: int) -> dict[st
     return out
 
 
-#: A message's bytes before its one data section, which ends it, and the JSON of its sections
-#: before that data (see :func:`like_of`).
+#: A message's bytes before its one data section's length octet (the section's header, 00 53 75
+#: A0, included), which ends it, and the JSON of its sections before that data (see :func:`like_of`).
 Like = tuple[bytes, dict[str, Any]]
 
 
 def like_of(buf: bytes | memoryview, off: int, end: int, sections: dict[str, Any], data_at: list[int]) -> Like | None:
     """What :func:`like_json` needs to make the JSON of messages like the one in ``buf[off:end]``
-    (``sections``: what _usual_message_json made of it, ``data_at`` filled): its bytes before its
-    one short data section, when that section ends it. None for any other message."""
-    if len(data_at) != 1 or next(reversed(sections)) != "data":
+    (``sections``: what _usual_message_json made of it, ``data_at`` filled): its bytes up to the
+    length octet of its one short data section, when that section ends it. None for any other
+    message, and in a buffer that is no bytes (like_json compares in place, with bytes.startswith)."""
+    if type(buf) is not bytes or len(data_at) != 1 or next(reversed(sections)) != "data":
         return None
     h = data_at[0]
     if h + 5 + buf[h + 4] != end:
         return None
-    return bytes(buf[off:h]), {name: value for name, value in sections.items() if name != "data"}
+    return buf[off:h + 4], {name: value for name, value in sections.items() if name != "data"}
 
 
-def like_json(buf: bytes | memoryview, off: int, end: int, like: Like) -> dict[str, Any] | None:
-    """message_json of a message made like ``like``'s (:func:`like_of`): the same bytes before one
-    short data section that ends it. A producer's batch is mostly such messages (the same
-    properties, bodies of their own): the sections before the body are not read again. None for a
-    message that is not like it."""
+def like_json(buf: bytes, off: int, end: int, like: Like) -> dict[str, Any] | None:
+    """message_json of a message made like ``like``'s (:func:`like_of`): the same bytes up to one
+    short data section's length octet, that section ending it. A producer's batch is mostly such
+    messages (the same properties, bodies of their own): the sections before the body are not read
+    again. None for a message that is not like it."""
     prefix, before = like
-    h = off + len(prefix)
-    if (h + 5 > end or buf[h] != 0x00 or buf[h + 1] != 0x53 or buf[h + 2] != 0x75 or buf[h + 3] != 0xA0
-            or h + 5 + buf[h + 4] != end or buf[off:h] != prefix):
+    h = off + len(prefix)  # the data section's length octet
+    if h >= end or h + 1 + buf[h] != end or not buf.startswith(prefix, off):
         return None
     out = before.copy()
-    out["data"] = [json_plain(bytes(buf[h + 5:end]), "data")]
+    out["data"] = [json_plain(buf[h + 1:end], "data")]
     return out
 
 
