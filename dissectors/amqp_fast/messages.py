@@ -319,7 +319,7 @@ def _fragment_tree(frame: LazyFrame, ctx: FragmentView) -> tuple[list[Field], st
 
 def _fragment_info(frame: LazyFrame, ctx: FragmentView) -> str:
     key, size, _head, handle, shown, lost = ctx
-    info = f"{FRAGMENT} {key}" + (f" handle={handle[0]}" if handle is not None else "") + f" size={size}"
+    info = f"{FRAGMENT} {key}{'' if handle is None else f' handle={handle[0]}'} size={size}"
     if shown is not None:
         info += f" body-size={shown[0]}" + (f" type='{shown[1]}'" if shown[1] else "")
     if lost:
