@@ -16,9 +16,10 @@ untrusted. So every decoder here works incrementally with an output limit and st
 
 Callers that need to know whether the data expands past their limit ask for one byte more than
 they want and compare. The global cap on what one frame may expand to is :func:`limit` (16 MiB by
-default, set with the environment variable ``STREAMPROTO_MAX_DECOMPRESSED``, e.g. ``64M``): a
-kit-level setting (read once per process) rather than a dissector option because the layouts that decode compressed
-entries are stateless and every dissector that decompresses must obey the same bound.
+default, set with the environment variable ``STREAMPROTO_MAX_DECOMPRESSED``, e.g. ``64M``, read
+once per process): a kit-level setting rather than a dissector option because the layouts that
+decode compressed entries are stateless and every dissector that decompresses must obey the same
+bound.
 """
 
 from __future__ import annotations

@@ -226,8 +226,8 @@ class ChunkProblem:
         self.notes: list[str] = []
         #: Sub-batches not decoded because they would expand past the decompression limit.
         self.limits: list[str] = []
-        #: Bytes the frame may still expand to; -1 until its first compressed sub-batch reads the
-        #: limit (most frames have none, and the setting is read from the environment).
+        #: Bytes the frame may still expand to; -1 until its first compressed sub-batch asks for
+        #: the limit (most frames have none).
         self.budget = -1
 
 
