@@ -321,32 +321,30 @@ def _sub_batch_head(buf: bytes, pos: int, end: int, draft: bool, problems: Chunk
     return flags, count, ulen, dlen
 
 
-def check_sub_batch(buf: bytes, pos: int, end: int, problems: ChunkProblem, entry: int = 0,
-                    draft: bool = False) -> tuple[int, int]:
-    """What decode_entries checks of the one sub-batch entry at ``pos`` without building anything:
-    (its end, its record count), or (``pos``, 0) when its header or data does not fit (said in
-    ``problems``)."""
-    head = _sub_batch_head(buf, pos, end, draft, problems, entry)
+def check_sub_batch(buf: bytes, pos: int, end: int, problems: ChunkProblem, entry: int = 0) -> tuple[int, int]:
+    """What decode_entries checks of the one (today's) sub-batch entry at ``pos`` without building
+    anything: (its end, its record count), or (``pos``, 0) when its header or data does not fit
+    (said in ``problems``)."""
+    head = _sub_batch_head(buf, pos, end, False, problems, entry)
     if head is None:
         return pos, 0
     flags, count, ulen, dlen = head
-    body = pos + (DRAFT_SUB_BATCH if draft else SUB_BATCH).size
+    body = pos + SUB_BATCH.size
     _sub_batch_records(buf, body, dlen, (flags >> 4) & 7, count, ulen, 0, problems, entry)
     return body + dlen, count
 
 
-def scan_entries(buf: bytes, pos: int, end: int, n_entries: int, problems: ChunkProblem,
-                 draft: bool = False) -> tuple[int, int, int]:
-    """Check the entries without building Fields: returns (entries, records, end position).
+def scan_entries(buf: bytes, pos: int, end: int, n_entries: int, problems: ChunkProblem) -> tuple[int, int, int]:
+    """Check today's entries without building Fields: returns (entries, records, end position).
 
-    The hot path of Deliver: simple entries are only measured; sub-batches (they may fail to
+    The hot path of Deliver (the draft's chunks are decoded whole): simple entries are only measured; sub-batches (they may fail to
     decompress) get decode_entries' checks through check_sub_batch, so their problems are found now.
     """
     unpack = U32.unpack_from
     i = rec = 0
     while pos < end and i < n_entries:
         if buf[pos] & 0x80:
-            new, r = check_sub_batch(buf, pos, end, problems, i, draft)
+            new, r = check_sub_batch(buf, pos, end, problems, i)
             if new == pos:  # the sub-batch's header or data did not fit (said in problems)
                 break
             i += 1
