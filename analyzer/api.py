@@ -265,6 +265,11 @@ class Connection:
     #: each counted in the call whose bytes end it; the engine adds them to the conversation's
     #: count after each call and sets this back to 0.
     frames_left_out: int = 0
+    #: The same for frames of the other direction than the call's, which the call's bytes did
+    #: not end (a frame that waited to see what its own direction sent next, settled because
+    #: the other one went on): counted alike, but the engine does not take them as ending in
+    #: the call's bytes. Set it only when it is not 0.
+    other_frames_left_out: int = 0
 
     def leave_out_plain_frames(self) -> bool:
         """The run shows only findings (``inspect --only-findings``), so a frame that would carry

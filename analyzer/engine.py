@@ -851,12 +851,16 @@ class Analyzer:
                 except Exception:
                     reasm.add(end, packet, ts)
                     raise
-                if conv.leaves_out and conn.frames_left_out:
-                    conv.info.frames += conn.frames_left_out
-                    conn.frames_left_out = 0
-                    left_out = True
-                else:
-                    left_out = False
+                left_out = False
+                if conv.leaves_out:
+                    own, other = conn.frames_left_out, conn.other_frames_left_out
+                    if own:
+                        conv.info.frames += own
+                        conn.frames_left_out = 0
+                        left_out = True
+                    if other:  # not ended by these bytes: they say nothing of this direction's segments
+                        conv.info.frames += other
+                        conn.other_frames_left_out = 0
                 if out:
                     result = self._emit(conv, out, direction, offset, packet, ts, end)
                 else:
@@ -1055,9 +1059,14 @@ class Analyzer:
         if conv.conn is not None:
             try:
                 yield from self._emit(conv, conv.conn.end(ts))
-                if conv.leaves_out and conv.conn.frames_left_out:
-                    conv.info.frames += conv.conn.frames_left_out
-                    conv.conn.frames_left_out = 0
+                if conv.leaves_out:
+                    conn = conv.conn
+                    if conn.frames_left_out:
+                        conv.info.frames += conn.frames_left_out
+                        conn.frames_left_out = 0
+                    if conn.other_frames_left_out:
+                        conv.info.frames += conn.other_frames_left_out
+                        conn.other_frames_left_out = 0
             except Exception as exc:
                 yield self._account(conv, _dissector_crash(conv, exc))
             if conv.conn.dialect:

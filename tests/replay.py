@@ -165,3 +165,68 @@ def split_feeds(rec: Recorded, rng: Any, n: int | None = None) -> tuple[Recorded
         else:
             out.calls.append((name, args))
     return out, cuts
+
+
+def lean_calls(dissector: Dissector, rec: Recorded, leave_out: bool) -> list[tuple[list[Event], int, int]]:
+    """Per call of ``rec``: the events a fresh connection gives back, and the frames it counted
+    instead of making them (Connection.frames_left_out, other_frames_left_out), with
+    ``leave_out`` as a findings-only run asks it (Connection.leave_out_plain_frames)."""
+    conn = dissector.connection(rec.midstream)
+    if leave_out:
+        assert conn.leave_out_plain_frames() is True
+    calls = []
+    for name, args in rec.calls:
+        events = list(getattr(conn, name)(*args) or ())
+        calls.append((events, conn.frames_left_out, conn.other_frames_left_out))
+        conn.frames_left_out = 0
+        if conn.other_frames_left_out:
+            conn.other_frames_left_out = 0
+    return calls
+
+
+def plain(ev: Event) -> bool:
+    """What a findings-only run does not show and nothing refers to: a frame without findings,
+    anchor, link or dialect."""
+    return (isinstance(ev, Frame) and not ev.findings and ev.ref is None and not ev.awaits and ev.request is None
+            and not ev.dialect)
+
+
+def check_leave_out(dissector: Dissector, rec: Recorded) -> int:
+    """Asserts, call by call, that the findings-only (lean) run gives the full run's events minus
+    plain frames, in the same order and the same form (:func:`normal`), and counts exactly those:
+    in frames_left_out the fed direction's, in other_frames_left_out the other direction's. When a
+    feed gives nothing back but left frames of its direction out, the engine forgets that
+    direction's segments before the call's (no later frame starts before them): each of those
+    frames ends at or after where the call's bytes start. A gap or tick leaves nothing out (the
+    engine collects the counts after feeds and the end). Returns how many were left out."""
+    total = 0
+    at = {"c2s": 0, "s2c": 0}  # each direction's stream offset where the next call's bytes start
+    full_calls, lean = lean_calls(dissector, rec, False), lean_calls(dissector, rec, True)
+    for (name, args), (full, none, none_other), (kept, own, other) in zip(rec.calls, full_calls, lean, strict=True):
+        assert none == none_other == 0
+        expected = iter(zip(normal(full), full, strict=True))
+        missing: list[Frame] = []
+        for ev in normal(kept):  # kept is full with some plain frames taken out
+            for want, frame in expected:
+                if want == ev:
+                    break
+                assert plain(frame), f"{want} is missing from the findings-only run and is not a plain frame"
+                missing.append(frame)  # type: ignore[arg-type]
+            else:
+                raise AssertionError(f"{ev} is not in the full run (or out of order)")
+        for want, frame in expected:
+            assert plain(frame), f"{want} is missing from the findings-only run and is not a plain frame"
+            missing.append(frame)  # type: ignore[arg-type]
+        fed = str(args[0]) if name in ("feed", "gap") else None
+        mine = [f for f in missing if str(f.direction) == fed]
+        assert (len(mine), len(missing) - len(mine)) == (own, other), name
+        if name in ("gap", "tick"):
+            assert not missing, f"{name} left frames out"
+        if name == "feed":
+            if not kept:
+                assert all(f.offset + f.size >= at[fed] for f in mine)  # type: ignore[index]
+            at[fed] += len(args[1])  # type: ignore[index]
+        elif name == "gap":
+            at[fed] += args[1]  # type: ignore[index]
+        total += len(missing)
+    return total

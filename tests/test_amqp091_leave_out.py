@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from analyzer.api import Frame
 from dissectors.amqp091 import Amqp091Dissector
 from dissectors.amqp091 import encode as E
-from tests.replay import Recorded, normal
+from tests.replay import Recorded, check_leave_out, lean_calls, normal, plain
 from tests.test_amqp091_hotpath import ALL, busy_session, busy_variants, variants
 
 DISSECTOR = Amqp091Dissector()
@@ -22,41 +21,13 @@ DISSECTOR = Amqp091Dissector()
 def run(rec: Recorded, leave_out: bool) -> list[tuple[list, int]]:
     """Per call: the events in normal form (each with whether it is a plain frame), and
     how many frames the connection counted instead of making."""
-    conn = DISSECTOR.connection(rec.midstream)
-    if leave_out:
-        assert conn.leave_out_plain_frames() is True
-    calls = []
-    for name, args in rec.calls:
-        events = list(getattr(conn, name)(*args) or ())
-        # What a findings-only run does not show and nothing refers to.
-        plain = [isinstance(e, Frame) and not e.findings and e.ref is None and not e.awaits and e.request is None
-                 and not e.dialect for e in events]
-        calls.append((list(zip(normal(events), plain, strict=True)), conn.frames_left_out))
-        conn.frames_left_out = 0
-    return calls
+    return [(list(zip(normal(events), map(plain, events), strict=True)), own)
+            for events, own, _ in lean_calls(DISSECTOR, rec, leave_out)]
 
 
 def check(rec: Recorded) -> int:
     """Asserts the lean run is the full run minus counted plain frames; how many were left out."""
-    total = 0
-    for (full, none), (lean, left) in zip(run(rec, False), run(rec, True), strict=True):
-        assert none == 0
-        it = iter(full)
-        missing = 0
-        for ev, _ in lean:  # lean is full with some plain frames taken out
-            for want, plain in it:
-                if want == ev:
-                    break
-                assert plain, f"{want} is missing from the findings-only run and is not a plain frame"
-                missing += 1
-            else:
-                raise AssertionError(f"{ev} is not in the full run (or out of order)")
-        for want, plain in it:
-            assert plain, f"{want} is missing from the findings-only run and is not a plain frame"
-            missing += 1
-        assert missing == left
-        total += left
-    return total
+    return check_leave_out(DISSECTOR, rec)
 
 
 @pytest.mark.parametrize("name", ALL)

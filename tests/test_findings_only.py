@@ -130,3 +130,40 @@ def test_a_frame_over_three_packets_after_frames_left_out_names_its_first_packet
     assert [(f.command, f.packets) for f in full] == [("Basic.Qos", (start, start + 2))]
     assert [(f.command, f.packets, [x.frame for x in f.findings]) for f in only] == \
         [(f.command, f.packets, [x.frame for x in f.findings]) for f in full]
+
+
+def test_a_frame_settled_by_the_other_directions_bytes_leaves_this_directions_segments(tmp_path: Path):
+    # AMQP/Fast: a fragment's frame waits for what its direction sends next; when the other
+    # direction goes on first, that call settles it, and a findings-only run counts it as the
+    # other direction's (other_frames_left_out). The call's own bytes then end no frame of their
+    # own, so the engine must keep their direction's earlier segments: a client fragment with a
+    # finding began in one of them, and is given back from the packet where it starts.
+    from analyzer.pcapwrite import TcpConversation, write_capture
+    from dissectors.amqp_fast import encode as E
+
+    conv = TcpConversation(("10.0.0.1", 40000), ("10.0.0.2", 3018))
+    conv.handshake()
+    s = E.Script().negotiate().open_channel(1)
+    s.sc("CHANNEL REPLY", channel_id=1, confirm_tag=0, reply_code=200, reply_text="OK")
+    s.open_handle(1, handle=1, dest="q1")
+    s.cc("HANDLE CONSUME", handle_id=1, confirm_tag=0, prefetch=10, dest_name="")
+    for d, data, _ts in s.steps:
+        conv.send(str(d), data)
+    body = bytes(range(90))
+    fragment = E.head(len(body) + 5) + body  # the head announces 5 octets more: a finding
+    sent = E.message("HANDLE SEND", 1, body, head_bytes=fragment[:-len(body)], dest_name="q1")
+    command = sent[:-len(fragment)]
+    first = conv.send("c2s", command + fragment[:30])
+    conv.send("s2c", E.message("HANDLE NOTIFY", 1, b"ok", message_nbr=1, delivered=True, dest_name="q1"))
+    conv.send("c2s", fragment[30:60])  # settles the server's fragment; ends no client frame
+    conv.send("c2s", fragment[60:] + E.command("CHANNEL ACK", channel_id=1, message_nbr=1))
+    conv.close()
+    path = tmp_path / "settled.pcap"
+    write_capture(str(path), [conv])
+    full = [f for f in _frames(path, False) if f.findings]
+    only = [f for f in _frames(path, True) if f.findings]
+    start = conv.segments.index(first[0]) + 1
+    fragments = [(f.command, f.packets) for f in full if f.command == "MESSAGE FRAGMENT"]
+    assert fragments == [("MESSAGE FRAGMENT", (start, start + 3))]
+    assert [(f.command, f.packets, [x.frame for x in f.findings]) for f in only] == \
+        [(f.command, f.packets, [x.frame for x in f.findings]) for f in full]

@@ -60,8 +60,10 @@ class AmqpFastConnection(BaseConnection):
     __slots__ = ("settings", "midstream", "ts", "side_c2s", "side_s2c", "msgs_c2s", "msgs_s2c", "hs", "foreign",
                  "client_version", "server_tune", "frame_max", "limits", "mechanisms", "chans", "handles", "corr", "order",
                  "over", "silence",
-                 "enc", "_measure", "_resync", "hot")
-    TRANSIENT = ("enc", "_measure", "_resync")
+                 "enc", "_measure", "_resync", "hot", "leave_out", "frames_left_out", "other_frames_left_out")
+    # leave_out and the counts belong to the run, not the conversation: the engine asks again
+    # when it resumes one (leave_out_plain_frames), and the counts are collected after every call.
+    TRANSIENT = ("enc", "_measure", "_resync", "leave_out", "frames_left_out", "other_frames_left_out")
 
     def __init__(self, midstream: bool = False, settings: dict[str, str] | None = None, hot: bool = True) -> None:
         #: hot=False: every piece through the kit's framer (the reference the hot path is tested against).
@@ -94,9 +96,17 @@ class AmqpFastConnection(BaseConnection):
         self._rebuild()
 
     def _rebuild(self) -> None:
+        #: The hot path counts the frames it made or finished that carry nothing to show in
+        #: frames_left_out instead of giving them (leave_out_plain_frames).
+        self.leave_out = False
+        self.frames_left_out = self.other_frames_left_out = 0
         self.enc = encoding(self.settings)
         self._measure = {C2S: self.side_c2s.measure_with(self.enc), S2C: self.side_s2c.measure_with(self.enc)}
         self._resync = {C2S: self.side_c2s.resync_with(self.enc), S2C: self.side_s2c.resync_with(self.enc)}
+
+    def leave_out_plain_frames(self) -> bool:
+        self.leave_out = True
+        return True
 
     def snapshot(self) -> dict[str, Any]:
         return kit_snapshot(self)
@@ -126,7 +136,9 @@ class AmqpFastConnection(BaseConnection):
         # more when this side went on, so nothing more belongs to the fragment (the peer's octets
         # that come later are judged as commands). This keeps a message's frame before the answer to it.
         if peer.after == "ok" or (peer.after == "check" and not len(peer.queue)):
-            out.extend(self._pending(d.other))
+            fragment = self._pending(d.other, self.leave_out)
+            if fragment is not None:
+                out.append(fragment)
         if self.hot and direct(side):
             pos = cut_segment(self, d, side, msgs, data, out)
             if pos:
@@ -163,13 +175,16 @@ class AmqpFastConnection(BaseConnection):
                 continue
             out.append(self._command(d, piece.data, piece.offset))
         if side.after == "ok":  # decided: a command follows, junk or not
-            out.extend(self._pending(d))
+            fragment = self._pending(d)
+            if fragment is not None:
+                out.append(fragment)
         return out
 
     def gap(self, direction: Direction, length: int, ts: float) -> Iterable[Event]:
         side = self.side(direction)
         msgs = self.msgs(direction)
-        out = self._pending(Direction(direction))
+        fragment = self._pending(Direction(direction))
+        out: list[Event] = [fragment] if fragment is not None else []
         if side.due >= length and not len(side.queue):
             # The hole lies inside message data: the stream stays in step, only the octets are missing.
             side.due -= length
@@ -184,14 +199,20 @@ class AmqpFastConnection(BaseConnection):
         msgs.clear()  # whatever was half-received is lost with the hole
         return out
 
-    def _pending(self, d: Direction) -> list[Event]:
-        """A fragment whose frame waits for what follows it: finished as it is (a gap or the end)."""
+    def _pending(self, d: Direction, lean: bool = False) -> Frame | None:
+        """A fragment of ``d`` whose frame waits for what follows it: finished as it is (the other
+        direction went on, a gap, the end); None when there is none. ``lean``: the other
+        direction's call settles it, and a findings-only run counts it instead of a frame without
+        findings (see finish_fragment)."""
         side = self.side(d)
-        if side.after and self.msgs(d).frag is not None:
-            side.after, side.tail = "", b""
-            return [self.msgs(d).finish_fragment(d, self.enc)]
+        msgs = self.msgs(d)
+        fragment = None
+        if side.after and msgs.frag is not None:
+            fragment = msgs.finish_fragment(d, self.enc, lean=lean)
+            if fragment is None:
+                self.other_frames_left_out += 1
         side.after, side.tail = "", b""
-        return []
+        return fragment
 
     def tick(self, ts: float) -> Iterable[Event]:
         return self.silence.due(ts, R.HEARTBEAT_SILENCE) if self.silence is not None else ()
@@ -208,7 +229,9 @@ class AmqpFastConnection(BaseConnection):
             out.extend(self.silence.due(ts, R.HEARTBEAT_SILENCE))
         for d in (C2S, S2C):
             side = self.side(d)
-            out.extend(self._pending(d))
+            fragment = self._pending(d)
+            if fragment is not None:
+                out.append(fragment)
             out.extend(side.end(R.FRAMING_RESYNC, R.FRAMING_INCOMPLETE))
             frag = self.msgs(d).frag
             if side.due and frag is not None:
@@ -510,7 +533,7 @@ class AmqpFastConnection(BaseConnection):
         partial = bool(values.get("partial"))
         nbr = values.get("message_nbr") if cmd.name == "HANDLE NOTIFY" else None
         msgs = self.msgs(d)
-        msgs.command(cmd.name, key, h, nbr, values, frame.anchor(), frame.findings)
+        msgs.command(cmd.name, key, h, nbr, values, frame)
         if values.get("out_of_band"):
             msgs.out_of_band(key, size, partial, frame)
             return

@@ -46,6 +46,8 @@ def cut_segment(conn: AmqpFastConnection, d: Direction, side: Side, msgs: Messag
     base = side.queue.offset
     enc = conn.enc
     general = conn._command
+    # A findings-only run: a frame without findings that nothing points at is counted, not given.
+    lean = conn.leave_out
     while pos < n:
         due = side.due
         if due:
@@ -69,9 +71,19 @@ def cut_segment(conn: AmqpFastConnection, d: Direction, side: Side, msgs: Messag
             if data[stop - 1] != COMMAND_END:
                 break  # the framer doubts the fragment's end
             side.after, side.tail = "", b""
-            out.append(msgs.finish_fragment(d, enc))
+            fragment = msgs.finish_fragment(d, enc, lean=lean)
+            if fragment is None:
+                conn.frames_left_out += 1
+            else:
+                out.append(fragment)
         piece = data[pos:stop]
-        out.append(_hot_command(conn, d, side, msgs, piece, base + pos) or general(d, piece, base + pos))
+        frame = _hot_command(conn, d, side, msgs, piece, base + pos)
+        if frame is None:
+            out.append(general(d, piece, base + pos))
+        elif lean and frame.ref is None and not frame.findings:
+            conn.frames_left_out += 1
+        else:
+            out.append(frame)
         pos = stop
     if pos:
         side.seen_frame = True
@@ -163,7 +175,7 @@ def _hot_command(conn: AmqpFastConnection, d: Direction, side: Side, msgs: Messa
     frame = values_frame(d, data, offset, conn.enc, cmd, values, [])
     # What the message sequencing notes (a message interleaved, a stream started wrong), it notes
     # on this frame here as on the general path.
-    msgs.command(name, key, h, nbr, values, frame.anchor(), frame.findings)
+    msgs.command(name, key, h, nbr, values, frame)
     msgs.begin(key, offset + end + 1, size, bool(values["partial"]))
     side.due = size
     return frame

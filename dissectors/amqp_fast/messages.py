@@ -17,9 +17,9 @@ first ``FRAGMENT_KEEP`` octets are kept for display.
 from __future__ import annotations
 
 from functools import cache
-from typing import Any
+from typing import Any, Literal, overload
 
-from analyzer.api import Direction, Field, Finding, Frame, FrameRef
+from analyzer.api import Direction, Field, Finding, Frame
 from analyzer.jsonout import leaves_json
 from analyzer.jsonout import plain as json_plain
 from dissectors.amqp_fast import rules as R
@@ -70,10 +70,13 @@ class Messages:
         return self.meta.get(key)
 
     # ------------------------------------------------------------------ a message-carrying command
-    def command(self, name: str, key: str, handle: int, nbr: int | None, values: dict[str, Any], ref: FrameRef,
-                findings: list[Finding]) -> bool:
-        """HANDLE SEND, NOTIFY or PREPARE: a fragment of the message on ``key`` is announced. Returns
-        whether it starts a message (False: it continues the one in flight)."""
+    def command(self, name: str, key: str, handle: int, nbr: int | None, values: dict[str, Any],
+                frame: Frame) -> bool:
+        """HANDLE SEND, NOTIFY or PREPARE (its ``frame``): a fragment of the message on ``key`` is
+        announced. Returns whether it starts a message (False: it continues the one in flight).
+        Only a command that starts one is anchored (a finding about the message names it): one
+        that continues it carries nothing a findings-only run shows, and may be left out."""
+        findings = frame.findings
         meta = self.meta.get(key)
         starts = True
         if meta is not None:
@@ -94,7 +97,7 @@ class Messages:
                 findings.append(R.STREAMING(f"{name} starts a stream with "
                                             + ("recovery set" if values.get("recovery") else "partial clear"),
                                             command=name))
-            self.seq.start(key, f"{name} message", UNKNOWN, ref)
+            self.seq.start(key, f"{name} message", UNKNOWN, frame.anchor())
             self.meta[key] = [handle, nbr, -1, b"", b"", 0, streaming, 0, None, 0]
         meta = self.meta[key]
         meta[_FRAGS] += 1
@@ -107,7 +110,7 @@ class Messages:
             meta[_HEADLEN] = -2
         self._count(key, meta, size)
         if not partial:
-            self._finish(key, frame, frame.findings)
+            self._summarise(frame, *self._finish(key, frame.findings))
 
     def begin(self, key: str, offset: int, size: int, partial: bool) -> None:
         first = self.meta[key][_FRAGS] == 1
@@ -177,10 +180,21 @@ class Messages:
     def tail(self) -> bytes:
         return self.frag[9] if self.frag is not None else b""
 
-    def finish_fragment(self, d: Direction, enc: Encoding, short: int = 0, extra: bytes = b"") -> Frame:
+    @overload
+    def finish_fragment(self, d: Direction, enc: Encoding, short: int = 0, extra: bytes = b"",
+                        lean: Literal[False] = False) -> Frame: ...
+
+    @overload
+    def finish_fragment(self, d: Direction, enc: Encoding, short: int = 0, extra: bytes = b"",
+                        lean: bool = False) -> Frame | None: ...
+
+    def finish_fragment(self, d: Direction, enc: Encoding, short: int = 0, extra: bytes = b"",
+                        lean: bool = False) -> Frame | None:
         """The fragment's octets are all here: its frame (and the message's, when it was the last).
         ``short``: the fragment really ended that many octets before its fragment-size (a command
-        starts there); ``extra``: octets that are no command followed it, and belong to it."""
+        starts there); ``extra``: octets that are no command followed it, and belong to it.
+        ``lean`` (a findings-only run): None instead of a frame without findings, which nothing
+        points at; the state moves on alike."""
         frag = self.frag
         assert frag is not None
         if extra:
@@ -206,15 +220,20 @@ class Messages:
         if extra:
             findings.append(R.FRAGMENT_LONG(f"fragment-size is {announced} but {len(extra)} more octets that "
                                             f"are no command follow before the next command", command=FRAGMENT))
+        done = self._finish(key, findings) if meta is not None and not partial else None
+        if lean and not findings:
+            return None
         # The tree and Info line are made when a view asks: from these values, as they are now.
         frame = LazyFrame(d, offset, size, FRAGMENT, None, findings, kept, _fragment_tree,
                           (key, size, None if head is None else (head[0], head[1], enc), handle, shown, lost))
-        if meta is not None and not partial:
-            self._finish(key, frame, frame.findings)
+        if done is not None:
+            self._summarise(frame, *done)
         return frame
 
-    def _finish(self, key: str, frame: Frame, findings: list[Finding]) -> None:
-        """The final fragment of the message on ``key`` (partial clear)."""
+    def _finish(self, key: str, findings: list[Finding]) -> tuple[list, int, int]:
+        """The final fragment of the message on ``key`` (partial clear): what is wrong with the
+        message's size into ``findings``; its record, the octets received and the head's length
+        for :meth:`_summarise`."""
         meta = self.meta.pop(key)
         entry = self.seq.cancel(key)
         headlen = meta[_HEADLEN]
@@ -230,6 +249,11 @@ class Messages:
             body_size = meta[_HEAD][0]
             findings.append(R.MESSAGE_SIZE(f"the message on {key} carries {received - headlen} body octets, its "
                                            f"head announced body-size {body_size}", command=FRAGMENT))
+        return meta, received, headlen
+
+    @staticmethod
+    def _summarise(frame: Frame, meta: list, received: int, headlen: int) -> None:
+        """The message's summary node and Info on the frame of its final fragment."""
         body = meta[_BODY]
         # The message's summary node, its leaves made when a view reads them (a findings-only run
         # never does), its JSON from the same values.
