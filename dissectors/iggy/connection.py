@@ -69,12 +69,20 @@ C2S, S2C = Direction.C2S, Direction.S2C
 DETECT_LIMIT = 64
 #: A request already reported (a warning or an error): the error status that answers it is no news.
 FLAGGED = 1
+#: A request made with findings: a findings-only run gives it back, and its response with it.
+SHOWN = 2
+#: _response's request not yet looked up.
+_UNPAIRED: Any = object()
 
 
 @plain_state
 class IggyConnection(Connection):
     __slots__ = ("midstream", "forced", "dialect", "cands", "evidence", "framing", "pending", "framer_c2s",
-                 "framer_s2c", "pairs", "login", "lossy", "client_version", "replicated")
+                 "framer_s2c", "pairs", "login", "lossy", "client_version", "replicated", "leave_out",
+                 "frames_left_out", "given_dialect")
+    # These belong to the run, not the conversation: the engine asks again when it resumes one
+    # (leave_out_plain_frames), and the count is collected after every call.
+    TRANSIENT = ("leave_out", "frames_left_out", "given_dialect")
 
     def __init__(self, midstream: bool, forced: str | None = None) -> None:
         self.midstream = midstream
@@ -104,6 +112,20 @@ class IggyConnection(Connection):
         self.client_version: int | None = None
         #: V: the request number of the last replicated request (they number 1, 2, 3, ...).
         self.replicated = 0
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        #: A findings-only run (leave_out_plain_frames): a classic response without findings to a
+        #: request given back without them is checked and counted in frames_left_out, not made;
+        #: only while its dialect is the last one a frame given back carried (given_dialect), so
+        #: that the engine learns every change of dialect from a frame.
+        self.leave_out = False
+        self.frames_left_out = 0
+        self.given_dialect: str | None = None
+
+    def leave_out_plain_frames(self) -> bool:
+        self.leave_out = True
+        return True
 
     def _start(self, vsr: bool) -> None:
         synced = not self.midstream
@@ -126,7 +148,7 @@ class IggyConnection(Connection):
     def feed(self, direction: Direction, data: bytes, ts: float) -> list[Event]:
         if self.framing is None:
             return self._detect(direction, data, ts)
-        return self._cut(direction, data, ts)
+        return self._cut(direction, data, ts, self.leave_out)
 
     def gap(self, direction: Direction, length: int, ts: float) -> list[Event]:
         self.lossy = True
@@ -176,16 +198,27 @@ class IggyConnection(Connection):
         pending, self.pending = self.pending or [], None
         out: list[Event] = []
         for d, data, ts in pending:
-            out.extend(self._cut(Direction(d), data, ts))
+            out.extend(self._cut(Direction(d), data, ts, False))
         return out
 
-    def _cut(self, direction: Direction, data: bytes, ts: float) -> list[Event]:
+    def _cut(self, direction: Direction, data: bytes, ts: float, lean: bool) -> list[Event]:
+        """The frames and findings of ``data``; ``lean``: the frames are all this call's bytes'
+        (a findings-only run's plain responses are counted instead, see _rebuild)."""
         framer = self.framer_c2s if direction == "c2s" else self.framer_s2c
         assert framer is not None
         out: list[Event] = []
         for item in framer.cut(data, framer.measure, framer.resync, R.JUNK):
             if type(item) is Piece:
-                out.append(self._frame(direction, item, ts))
+                if lean:
+                    frame = self._lean_frame(direction, item, ts)
+                    if frame is None:
+                        self.frames_left_out += 1
+                        continue
+                    if frame.dialect:
+                        self.given_dialect = frame.dialect
+                    out.append(frame)
+                else:
+                    out.append(self._frame(direction, item, ts))
             else:
                 out.append(item)  # type: ignore[arg-type]
         if framer.over:
@@ -201,6 +234,26 @@ class IggyConnection(Connection):
         if d is C2S:
             return self._request(piece, ts)
         return self._response(piece, ts)
+
+    def _lean_frame(self, d: Direction, piece: Piece, ts: float) -> Frame | None:
+        """_frame for a findings-only run: None for a classic response that carries nothing to
+        show (no finding, answering a request given back without findings, in the dialect the
+        engine last saw), checked as _response checks it."""
+        if d is C2S or self.framing == VSR:
+            return self._frame(d, piece, ts)
+        data = piece.data
+        status, _ = PAIR.unpack_from(data, 0)
+        assert self.pairs is not None
+        pending = self.pairs.response("s2c", 0)
+        if pending is None or status != OK or pending[3][1] & SHOWN or pending[3][0] is None:
+            return self._response(piece, ts, pending)
+        code = pending[3][0]
+        decoded = self._decode_response(code, data, 8) if len(data) > 8 else None
+        if (decoded is not None and decoded.problems) or (self.dialect and self.dialect != self.given_dialect):
+            return self._response(piece, ts, pending, decoded)
+        if code in LOGINS and self.login is not None:
+            self.login, _ = MACHINE.judge(self.login, "s2c", "LOGIN_OK")
+        return None
 
     # ------------------------------------------------------------------ classic requests
     def _request(self, piece: Piece, ts: float) -> Frame:
@@ -327,25 +380,31 @@ class IggyConnection(Connection):
 
     def _pair_request(self, frame: Frame, cmd: Command | None, ts: float, flags: int) -> None:
         assert self.pairs is not None
-        f = self.pairs.request("c2s", 0, frame.command, frame.request_anchor(), ts, [cmd.code if cmd else None, flags],
-                               limit_rule=R.LIMIT)
+        pending = [cmd.code if cmd else None, flags]
+        f = self.pairs.request("c2s", 0, frame.command, frame.request_anchor(), ts, pending, limit_rule=R.LIMIT)
         if f is not None:
             frame.findings.append(f)
+        if frame.findings:
+            pending[1] |= SHOWN
 
     # ------------------------------------------------------------------ classic responses
-    def _response(self, piece: Piece, ts: float) -> Frame:
+    def _response(self, piece: Piece, ts: float, pending: Any = _UNPAIRED, decoded: Decoded | None = None) -> Frame:
+        """A classic response; ``pending`` its request when paired already (see _lean_frame),
+        ``decoded`` its payload when decoded already."""
         data = piece.data
         status, length = PAIR.unpack_from(data, 0)
         fields = [Field("status", status, 0, 4, status_name(status)), Field("length", length, 4, 4)]
         frame = Frame(S2C, piece.offset, len(data), "RESPONSE", None, "", fields, [], self.dialect, data)
         assert self.pairs is not None
-        pending = self.pairs.response("s2c", 0)
-        self._answer(frame, pending, status, data, 8, ts)
+        if pending is _UNPAIRED:
+            pending = self.pairs.response("s2c", 0)
+        self._answer(frame, pending, status, data, 8, ts, decoded=decoded)
         return frame
 
     def _answer(self, frame: Frame, pending: list[Any] | None, status: int, data: bytes, start: int,
-                ts: float, suffix: str = "") -> None:
-        """What a classic response and a V reply share: pairing, status, payload, login, Info."""
+                ts: float, suffix: str = "", decoded: Decoded | None = None) -> None:
+        """What a classic response and a V reply share: pairing, status, payload (``decoded``
+        when decoded already), login, Info."""
         findings = frame.findings
         code: int | None = None
         name = "RESPONSE"
@@ -363,7 +422,6 @@ class IggyConnection(Connection):
             frame.latency = dt = ts - pending[2]
             frame.fields.append(Field("response_time", dt, -1, 0, f"{dt:.6f} s after {name}"))
         command = frame.command
-        decoded: Decoded | None = None
         if status != OK:
             if len(data) > start:
                 findings.append(R.ERROR_PAYLOAD(f"{command}: error status {status} with {len(data) - start} "
@@ -371,7 +429,8 @@ class IggyConnection(Connection):
             if pending is not None and not flags & FLAGGED or pending is None and status == UNSOLICITED:
                 self._status(frame, status)
         elif code is not None and len(data) > start:
-            decoded = self._decode_response(code, data, start)
+            if decoded is None:
+                decoded = self._decode_response(code, data, start)
             frame.dialect = self.dialect
             frame.fields.extend(decoded.fields)
             _problems(findings, decoded.problems, command)
