@@ -183,6 +183,16 @@ class Struct(WireType):
                 out[a] = _plain(f)
         return out, off
 
+    def leading_ints(self) -> tuple[tuple[str, ...], struct.Struct] | None:
+        """The plain integers the layout starts with, side by side, and the struct that unpacks
+        them as one (as read_values reads them), when it starts so and they are not optional;
+        else None. The values of bytes that differ only there differ only in those integers:
+        what a decoder that remembers values by the bytes after them needs to put them back."""
+        steps = self._steps()
+        if steps and steps[0][0] == _INTS and not steps[0][1]:
+            return steps[0][2], steps[0][3]
+        return None
+
     def _steps(self) -> list[tuple[int, bool, Any, Any, int]]:
         """read_values' plan (see _values_plan), worked out on first use."""
         plan = self._plan

@@ -370,3 +370,49 @@ def test_info_lines_are_remembered_by_bytes_and_encoding(monkeypatch: pytest.Mon
     assert len(long) > decode._INFO_KEY_MAX
     assert decode.values_frame(C2S, long, 0, Encoding(), cmd, values, []).info == decode.info(cmd.name, cmd, values)
     assert not seen
+
+
+@pytest.mark.parametrize("enc", [Encoding(), Encoding("msb", 4, 4)], ids=["lsb", "msb-4-4"])
+def test_message_head_values_remembered_by_what_follows_the_size_are_the_values_read(
+        enc: Encoding, monkeypatch: pytest.MonkeyPatch) -> None:
+    # decode._HEADS: a head is looked up by the octets after its body-size. Heads of several
+    # producers, sizes, bodies behind them, cut at every length, one octet changed: each gives what
+    # the values reader gives from scratch (None for a cut head), the remembered heads are used,
+    # and the memory keeps its bound.
+    from dissectors.amqp_fast import decode
+
+    monkeypatch.setattr(decode, "_HEADS", {})
+    layout = decode.head_layout(enc)
+    read = []  # the heads read from scratch by message_head_values
+    monkeypatch.setattr(decode, "head_layout", lambda e: read.append(e) or layout)
+
+    def fresh(buf: bytes) -> Any:
+        try:
+            return layout.read_values(buf, 0, len(buf))
+        except decode.DecodeError:
+            head = decode.message_head(buf, enc)
+            return None if head is None else ({f.name: f.value for f in head[0]}, head[1])
+
+    rng = random.Random(7)
+    kinds = [dict(), dict(persistent=True, priority=5, mime_type="text/plain"),
+             dict(identifier="id-1", headers=b"\x01\x02", expiration=1_700_000_000),
+             dict(encoding="gzip", mime_type="application/json")]
+    for i in range(300):
+        kind = kinds[rng.randrange(len(kinds))]
+        buf = E.head(rng.choice((0, 5, 2490, 1 << 30)), enc=enc, **kind) + bytes(rng.randrange(256) for _ in range(6))
+        if i % 7 == 0:
+            buf = buf[:rng.randrange(len(buf))]
+        if i % 11 == 0 and len(buf) > 6:
+            at = rng.randrange(4, len(buf))
+            buf = buf[:at] + bytes([buf[at] ^ 0x41]) + buf[at + 1:]
+        got = decode.message_head_values(buf, enc)
+        assert got == fresh(buf)
+        assert got is None or list(got[0]) == list(fresh(buf)[0])  # the same order of keys
+        assert len(decode._HEADS.get(enc, ())) <= decode.HEADS_KEPT
+    for kind in kinds:  # the four heads remembered, whatever their sizes: none is read again
+        decode.message_head_values(E.head(1, enc=enc, **kind), enc)
+    before = len(read)
+    for kind in kinds:
+        buf = E.head(77, enc=enc, **kind) + b"body"
+        assert decode.message_head_values(buf, enc) == fresh(buf)
+    assert len(read) == before

@@ -340,17 +340,50 @@ def _short(text: str, limit: int = _SHORT) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
+#: Per encoding, the last message heads read: (octets, the octets after the leading body-size,
+#: values). A producer's messages have the same head but for their size, so a head is looked up
+#: by what follows its size (a head whose octets after the size are those reads the same values
+#: to the same end: the size is read apart from the rest) and copied with its own size. Never
+#: changed once made; at most HEADS_KEPT per encoding.
+_HEADS: dict[Encoding, list[tuple[int, bytes, dict[str, Any]]]] = {}
+HEADS_KEPT = 4
+
+
 def message_head_values(buf: bytes, enc: Encoding) -> tuple[dict[str, Any], int] | None:
     """The values of the message head at the start of ``buf`` and its octets, or None when ``buf``
     ends inside it (message_head's fields, without them: made when a view shows the frame). The
     tree reader has the last word where the values reader refuses."""
+    lead = _head_lead(enc)
+    heads = _HEADS.get(enc)
+    if heads is not None and lead is not None:
+        names, st = lead
+        n = len(buf)
+        for used, rest, values in heads:
+            if used <= n and buf[st.size:used] == rest:
+                out = values.copy()
+                out.update(zip(names, st.unpack_from(buf, 0), strict=True))
+                return out, used
     try:
-        return head_layout(enc).read_values(buf, 0, len(buf))
+        got = head_layout(enc).read_values(buf, 0, len(buf))
     except DecodeError:
         head = message_head(buf, enc)
         if head is None:
             return None
         return {f.name: f.value for f in head[0]}, head[1]
+    if lead is not None:
+        values, used = got
+        kept = _HEADS.setdefault(enc, [])
+        kept.insert(0, (used, bytes(buf[lead[1].size:used]), values))
+        del kept[HEADS_KEPT:]
+    return got
+
+
+@cache
+def _head_lead(enc: Encoding) -> tuple[tuple[str, ...], Any] | None:
+    """The head's leading integers (Struct.leading_ints); None when a field may be absent (where
+    the octets end would then decide what is read)."""
+    layout = head_layout(enc)
+    return None if any(f.optional for f in layout.fields) else layout.leading_ints()
 
 
 def message_head(buf: bytes, enc: Encoding) -> tuple[list[Field], int] | None:
