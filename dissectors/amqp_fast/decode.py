@@ -373,7 +373,7 @@ def message_head_values(buf: bytes, enc: Encoding) -> tuple[dict[str, Any], int]
     if lead is not None:
         values, used = got
         kept = _HEADS.setdefault(enc, [])
-        kept.insert(0, (used, bytes(buf[lead[1].size:used]), values))
+        kept.insert(0, (used, bytes(buf[lead[1].size:used]), values.copy()))  # the caller's stays its own
         del kept[HEADS_KEPT:]
     return got
 
