@@ -1,6 +1,7 @@
 """A findings-only run lets an Iggy connection leave out a classic response that carries nothing
 to show (Connection.leave_out_plain_frames): no finding, answering a request given back without
-findings, in the dialect the frames given back last carried. Differential against the same
+findings, in the dialect the frames given back last carried; its classic requests make their Info
+line only if read (a lazy frame). Differential against the same
 connection making every frame (tests.replay.check_leave_out): call by call, the events it still
 gives are the full run's in the same order and the same form, and the ones it leaves out are
 counted exactly, on every bundled Iggy capture (every dialect, every rule's capture), mutated,

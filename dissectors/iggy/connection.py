@@ -59,6 +59,7 @@ from dissectors.iggy.status import CLIENT_MISTAKES, OK, UNSOLICITED, known, stat
 from dissectors.iggy.types import U128, Decoded
 from dissectors.kit import Correlator, Piece, plain_state
 from dissectors.kit import state as kit_state
+from dissectors.kit.lazy import LazyFrame
 from dissectors.schema import DecodeError
 
 PAIR = struct.Struct("<II")
@@ -239,8 +240,10 @@ class IggyConnection(Connection):
         """_frame for a findings-only run: None for a classic response that carries nothing to
         show (no finding, answering a request given back without findings, in the dialect the
         engine last saw), checked as _response checks it."""
-        if d is C2S or self.framing == VSR:
-            return self._frame(d, piece, ts)
+        if self.framing == VSR:
+            return self._vsr(d, piece, ts)
+        if d is C2S:
+            return self._request(piece, ts, True)
         data = piece.data
         status, _ = PAIR.unpack_from(data, 0)
         assert self.pairs is not None
@@ -256,7 +259,9 @@ class IggyConnection(Connection):
         return None
 
     # ------------------------------------------------------------------ classic requests
-    def _request(self, piece: Piece, ts: float) -> Frame:
+    def _request(self, piece: Piece, ts: float, lean: bool = False) -> Frame:
+        """A classic request; ``lean`` (a findings-only run, which gives a request back only with
+        findings): a decoded one's Info line is made only if read (_lean_request)."""
         data = piece.data
         (length,) = U32.unpack_from(data, 0)
         fields = [Field("length", length, 0, 4)]
@@ -286,8 +291,14 @@ class IggyConnection(Connection):
             self._pair_request(frame, None, ts, FLAGGED)
             return frame
         decoded = self._narrow(cmd, data, 8)
+        if lean:
+            frame = LazyFrame(C2S, piece.offset, len(data), cmd.name, cmd.code, [], data, _lean_request,
+                              (fields, cmd, decoded))
+            fields.extend(decoded.fields)
+            _layout_findings(frame.findings, decoded, cmd.name, frame.size)
+        else:
+            self._request_frame(frame, cmd, decoded)
         frame.dialect = self.dialect
-        self._request_frame(frame, cmd, decoded)
         self._judge_login(frame, cmd)
         self._pair_request(frame, cmd, ts, _flags(frame))
         return frame
@@ -653,6 +664,12 @@ def _problems(findings: list[Finding], problems: list[tuple[str, str]], command:
     for kind, message in problems:
         rule = R.PROBLEM_RULES.get(kind, R.INVALID_VALUE)
         findings.append(rule(f"{command}: {message}", command=command))
+
+
+def _lean_request(frame: LazyFrame, ctx: tuple[list[Field], Command, Decoded]) -> tuple[list[Field], str]:
+    """A findings-only run's request: its fields (made), and its Info line, made now."""
+    fields, cmd, decoded = ctx
+    return fields, _request_info(cmd, decoded)
 
 
 def _request_info(cmd: Command, decoded: Decoded) -> str:
