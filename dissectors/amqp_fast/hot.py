@@ -80,7 +80,7 @@ def cut_segment(conn: AmqpFastConnection, d: Direction, side: Side, msgs: Messag
         frame = _hot_command(conn, d, side, msgs, piece, base + pos)
         if frame is None:
             out.append(general(d, piece, base + pos))
-        elif lean and frame.ref is None and not frame.findings:
+        elif frame is LEFT_OUT:
             conn.frames_left_out += 1
         else:
             out.append(frame)
@@ -128,15 +128,22 @@ def _clean_values(cmd: Command, enc: Encoding, data: bytes, end: int) -> dict[st
     return values
 
 
+#: What _hot_command gives for a command a findings-only run leaves out (nothing to show, nothing
+#: points at it: an acknowledgement, a command that continues a message), having done the rest.
+LEFT_OUT: Any = object()
+
+
 def _hot_command(conn: AmqpFastConnection, d: Direction, side: Side, msgs: Messages, data: bytes,
                  offset: int) -> Frame | None:
     """HANDLE SEND or NOTIFY on an open handle of an open channel of an open connection, continuing
     the message in flight there or starting one, in band, unconfirmed, with fragment octets to
     come; or CHANNEL ACK, unconfirmed, on an open channel. None of _command's own checks can speak,
     so only what it does to the state is done (the frame; for a message, its command and fragment
-    and the octets due). None, having changed nothing, for anything else: the general path takes
-    it. (The client's missing initiation is never in question here: a side cuts directly only
-    after its first piece went through the framer, which settled it.)"""
+    and the octets due); in a findings-only run LEFT_OUT instead of the frame of an
+    acknowledgement or of a command that continues a message. None, having changed nothing, for
+    anything else: the general path takes it. (The client's missing initiation is never in
+    question here: a side cuts directly only after its first piece went through the framer, which
+    settled it.)"""
     cmd = _HOT.get(data[2])
     if cmd is None or data[-1] != COMMAND_END:
         return None
@@ -154,6 +161,8 @@ def _hot_command(conn: AmqpFastConnection, d: Direction, side: Side, msgs: Messa
         chan = conn.chans.get(values["channel_id"])
         if chan is None or (chan[0], d, name) not in _QUIET_CHANNEL:
             return None
+        if conn.leave_out:
+            return LEFT_OUT
         return values_frame(d, data, offset, conn.enc, cmd, values, [])
     size = values["fragment_size"]
     if not size or values["out_of_band"] or (fm and size > fm):
@@ -172,10 +181,13 @@ def _hot_command(conn: AmqpFastConnection, d: Direction, side: Side, msgs: Messa
             return None
         nbr = values["message_nbr"]
     key = f"channel {ch}"
-    frame = values_frame(d, data, offset, conn.enc, cmd, values, [])
-    # What the message sequencing notes (a message interleaved, a stream started wrong), it notes
-    # on this frame here as on the general path.
-    msgs.command(name, key, h, nbr, values, frame)
+    if conn.leave_out and msgs.continued(name, key, h, nbr):
+        frame = LEFT_OUT
+    else:
+        frame = values_frame(d, data, offset, conn.enc, cmd, values, [])
+        # What the message sequencing notes (a message interleaved, a stream started wrong), it
+        # notes on this frame here as on the general path.
+        msgs.command(name, key, h, nbr, values, frame)
     msgs.begin(key, offset + end + 1, size, bool(values["partial"]))
     side.due = size
     return frame

@@ -70,38 +70,43 @@ class Messages:
         return self.meta.get(key)
 
     # ------------------------------------------------------------------ a message-carrying command
+    def continued(self, name: str, key: str, handle: int, nbr: int | None) -> bool:
+        """Whether HANDLE SEND or NOTIFY ``name`` of ``handle`` (message ``nbr``) announces the
+        next fragment of the message in flight on ``key``; if so, it is counted. Then it notes
+        nothing and is not anchored (a finding about the message names the command that started
+        it): a findings-only run may leave it out. Else nothing changes (see :meth:`command`)."""
+        meta = self.meta.get(key)
+        if (meta is not None and name != "HANDLE PREPARE" and meta[_HANDLE] == handle
+                and (nbr is None or meta[_NBR] is None or meta[_NBR] == nbr)):
+            meta[_FRAGS] += 1
+            return True
+        return False
+
     def command(self, name: str, key: str, handle: int, nbr: int | None, values: dict[str, Any],
                 frame: Frame) -> bool:
         """HANDLE SEND, NOTIFY or PREPARE (its ``frame``): a fragment of the message on ``key`` is
-        announced. Returns whether it starts a message (False: it continues the one in flight).
-        Only a command that starts one is anchored (a finding about the message names it): one
-        that continues it carries nothing a findings-only run shows, and may be left out."""
+        announced. Returns whether it starts a message (False: it continues the one in flight,
+        see :meth:`continued`); one that starts it is anchored."""
+        if self.continued(name, key, handle, nbr):
+            return False
         findings = frame.findings
         meta = self.meta.get(key)
-        starts = True
-        if meta is not None:
-            same = meta[_HANDLE] == handle and (nbr is None or meta[_NBR] is None or meta[_NBR] == nbr)
-            if same and name != "HANDLE PREPARE":
-                starts = False
-            else:
-                entry = self.seq.cancel(key)
-                got = entry[2] if entry is not None else "all"
-                whose = f"handle {meta[_HANDLE]}" + (f" message {meta[_NBR]}" if meta[_NBR] is not None else "")
-                findings.append(R.INTERLEAVED(f"{name} (handle {handle}{'' if nbr is None else f' message {nbr}'}) "
-                                              f"on {key} while the message of {whose} still has fragments due "
-                                              f"({got} octets received)", command=name))
-                del self.meta[key]
+        if meta is not None:  # another message still has fragments due here
+            entry = self.seq.cancel(key)
+            got = entry[2] if entry is not None else "all"
+            whose = f"handle {meta[_HANDLE]}" + (f" message {meta[_NBR]}" if meta[_NBR] is not None else "")
+            findings.append(R.INTERLEAVED(f"{name} (handle {handle}{'' if nbr is None else f' message {nbr}'}) "
+                                          f"on {key} while the message of {whose} still has fragments due "
+                                          f"({got} octets received)", command=name))
+            del self.meta[key]
         streaming = bool(values.get("streaming"))
-        if starts:
-            if streaming and (values.get("recovery") or not values.get("partial")):
-                findings.append(R.STREAMING(f"{name} starts a stream with "
-                                            + ("recovery set" if values.get("recovery") else "partial clear"),
-                                            command=name))
-            self.seq.start(key, f"{name} message", UNKNOWN, frame.anchor())
-            self.meta[key] = [handle, nbr, -1, b"", b"", 0, streaming, 0, None, 0]
-        meta = self.meta[key]
-        meta[_FRAGS] += 1
-        return starts
+        if streaming and (values.get("recovery") or not values.get("partial")):
+            findings.append(R.STREAMING(f"{name} starts a stream with "
+                                        + ("recovery set" if values.get("recovery") else "partial clear"),
+                                        command=name))
+        self.seq.start(key, f"{name} message", UNKNOWN, frame.anchor())
+        self.meta[key] = [handle, nbr, -1, b"", b"", 1, streaming, 0, None, 0]
+        return True
 
     def out_of_band(self, key: str, size: int, partial: bool, frame: Frame) -> None:
         """A fragment that travels out of band: counted, never on this stream."""
