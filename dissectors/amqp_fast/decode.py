@@ -340,7 +340,7 @@ def _short(text: str, limit: int = _SHORT) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-#: Per encoding, the last message heads read: (octets, the octets after the leading body-size,
+#: Per encoding, the last message heads read: (their length, their octets after the body-size,
 #: values). A producer's messages have the same head but for their size, so a head is looked up
 #: by what follows its size (a head whose octets after the size are those reads the same values
 #: to the same end: the size is read apart from the rest) and copied with its own size. Never
