@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -62,6 +63,20 @@ def _frames(capture: Path, only: bool) -> list[Frame]:
     return [ev for ev in analyzer.run_files([str(capture)]) if isinstance(ev, Frame)]
 
 
+def _given_back_alike(conv: Any, path: Path) -> list[Frame]:
+    """The frames with findings of a full run of ``conv`` (a TcpConversation, written to
+    ``path``), asserted to come back from a findings-only run from the same packets, their
+    findings naming the same packets."""
+    from analyzer.pcapwrite import write_capture
+
+    write_capture(str(path), [conv])
+    full = [f for f in _frames(path, False) if f.findings]
+    only = [f for f in _frames(path, True) if f.findings]
+    assert [(f.command, f.packets, [x.frame for x in f.findings]) for f in only] == \
+        [(f.command, f.packets, [x.frame for x in f.findings]) for f in full]
+    return full
+
+
 @pytest.mark.parametrize("capture", CAPTURES, ids=lambda p: str(p.relative_to(ROOT / "captures")))
 def test_given_back_are_frames_with_findings_and_the_responses_to_those_requests(capture: Path):
     def key(f: Frame) -> tuple:
@@ -106,7 +121,7 @@ def test_a_frame_over_three_packets_after_frames_left_out_names_its_first_packet
     # given back from the packet where it starts, as in the full output. The engine forgets a
     # direction's earlier segments after a call that left frames out (they ended in its bytes, so
     # no later frame starts before them), not after one that only held bytes back.
-    from analyzer.pcapwrite import TcpConversation, write_capture
+    from analyzer.pcapwrite import TcpConversation
     from dissectors.amqp091 import encode as E
 
     conv = TcpConversation(("10.0.0.1", 40000), ("10.0.0.2", 5672))
@@ -122,14 +137,9 @@ def test_a_frame_over_three_packets_after_frames_left_out_names_its_first_packet
     conv.send("c2s", bad[third:2 * third], mss=10_000)
     conv.send("c2s", bad[2 * third:], mss=10_000)
     conv.close()
-    path = tmp_path / "spanning.pcap"
-    write_capture(str(path), [conv])
-    full = [f for f in _frames(path, False) if f.findings]
-    only = [f for f in _frames(path, True) if f.findings]
+    full = _given_back_alike(conv, tmp_path / "spanning.pcap")
     start = conv.segments.index(first[0]) + 1
     assert [(f.command, f.packets) for f in full] == [("Basic.Qos", (start, start + 2))]
-    assert [(f.command, f.packets, [x.frame for x in f.findings]) for f in only] == \
-        [(f.command, f.packets, [x.frame for x in f.findings]) for f in full]
 
 
 def test_a_frame_settled_by_the_other_directions_bytes_leaves_this_directions_segments(tmp_path: Path):
@@ -138,7 +148,7 @@ def test_a_frame_settled_by_the_other_directions_bytes_leaves_this_directions_se
     # other direction's (other_frames_left_out). The call's own bytes then end no frame of their
     # own, so the engine must keep their direction's earlier segments: a client fragment with a
     # finding began in one of them, and is given back from the packet where it starts.
-    from analyzer.pcapwrite import TcpConversation, write_capture
+    from analyzer.pcapwrite import TcpConversation
     from dissectors.amqp_fast import encode as E
 
     conv = TcpConversation(("10.0.0.1", 40000), ("10.0.0.2", 3018))
@@ -158,12 +168,7 @@ def test_a_frame_settled_by_the_other_directions_bytes_leaves_this_directions_se
     conv.send("c2s", fragment[30:60])  # settles the server's fragment; ends no client frame
     conv.send("c2s", fragment[60:] + E.command("CHANNEL ACK", channel_id=1, message_nbr=1))
     conv.close()
-    path = tmp_path / "settled.pcap"
-    write_capture(str(path), [conv])
-    full = [f for f in _frames(path, False) if f.findings]
-    only = [f for f in _frames(path, True) if f.findings]
+    full = _given_back_alike(conv, tmp_path / "settled.pcap")
     start = conv.segments.index(first[0]) + 1
     fragments = [(f.command, f.packets) for f in full if f.command == "MESSAGE FRAGMENT"]
     assert fragments == [("MESSAGE FRAGMENT", (start, start + 3))]
-    assert [(f.command, f.packets, [x.frame for x in f.findings]) for f in only] == \
-        [(f.command, f.packets, [x.frame for x in f.findings]) for f in full]
