@@ -72,8 +72,6 @@ DETECT_LIMIT = 64
 FLAGGED = 1
 #: A request made with findings: a findings-only run gives it back, and its response with it.
 SHOWN = 2
-#: _response's request not yet looked up.
-_UNPAIRED: Any = object()
 
 
 @plain_state
@@ -204,22 +202,19 @@ class IggyConnection(Connection):
 
     def _cut(self, direction: Direction, data: bytes, ts: float, lean: bool) -> list[Event]:
         """The frames and findings of ``data``; ``lean``: the frames are all this call's bytes'
-        (a findings-only run's plain responses are counted instead, see _rebuild)."""
+        (a findings-only run's plain responses are counted instead, see _lean_response)."""
         framer = self.framer_c2s if direction == "c2s" else self.framer_s2c
         assert framer is not None
         out: list[Event] = []
         for item in framer.cut(data, framer.measure, framer.resync, R.JUNK):
             if type(item) is Piece:
-                if lean:
-                    frame = self._lean_frame(direction, item, ts)
-                    if frame is None:
-                        self.frames_left_out += 1
-                        continue
-                    if frame.dialect:
-                        self.given_dialect = frame.dialect
-                    out.append(frame)
-                else:
-                    out.append(self._frame(direction, item, ts))
+                frame = self._frame(direction, item, ts, lean)
+                if frame is None:
+                    self.frames_left_out += 1
+                    continue
+                if lean and frame.dialect:
+                    self.given_dialect = frame.dialect
+                out.append(frame)
             else:
                 out.append(item)  # type: ignore[arg-type]
         if framer.over:
@@ -229,25 +224,25 @@ class IggyConnection(Connection):
             framer.over = None
         return out
 
-    def _frame(self, d: Direction, piece: Piece, ts: float) -> Frame:
+    def _frame(self, d: Direction, piece: Piece, ts: float, lean: bool) -> Frame | None:
+        """The frame of ``piece``; ``lean`` (a findings-only run): None for a classic response that
+        carries nothing to show (see _lean_response)."""
         if self.framing == VSR:
             return self._vsr(d, piece, ts)
         if d is C2S:
-            return self._request(piece, ts)
-        return self._response(piece, ts)
-
-    def _lean_frame(self, d: Direction, piece: Piece, ts: float) -> Frame | None:
-        """_frame for a findings-only run: None for a classic response that carries nothing to
-        show (no finding, answering a request given back without findings, in the dialect the
-        engine last saw), checked as _response checks it."""
-        if self.framing == VSR:
-            return self._vsr(d, piece, ts)
-        if d is C2S:
-            return self._request(piece, ts, True)
-        data = piece.data
-        status, _ = PAIR.unpack_from(data, 0)
+            return self._request(piece, ts, lean)
         assert self.pairs is not None
         pending = self.pairs.response("s2c", 0)
+        if lean:
+            return self._lean_response(piece, ts, pending)
+        return self._response(piece, ts, pending)
+
+    def _lean_response(self, piece: Piece, ts: float, pending: list[Any] | None) -> Frame | None:
+        """A classic response answering ``pending`` in a findings-only run: None when it carries
+        nothing to show (no finding, answering a request given back without findings, in the
+        dialect the engine last saw), checked as _response checks it; else its frame."""
+        data = piece.data
+        status, _ = PAIR.unpack_from(data, 0)
         if pending is None or status != OK or pending[3][1] & SHOWN or pending[3][0] is None:
             return self._response(piece, ts, pending)
         code = pending[3][0]
@@ -265,22 +260,43 @@ class IggyConnection(Connection):
         data = piece.data
         (length,) = U32.unpack_from(data, 0)
         fields = [Field("length", length, 0, 4)]
+        cmd = code = None
+        if len(data) >= 8:
+            (code,) = U32.unpack_from(data, 4)
+            cmd = COMMANDS.get(code)
+            if cmd is not None and cmd.by_dialect.keys().isdisjoint(self.cands):
+                cmd = None
+            fields.append(Field("code", code, 4, 4, cmd.name if cmd is not None else "unknown"))
+        if cmd is None:
+            return self._unusable_request(piece, ts, fields, length, code)
+        decoded = self._narrow(cmd, data, 8)
+        if lean:
+            frame: Frame = LazyFrame(C2S, piece.offset, len(data), cmd.name, cmd.code, [], data, _lean_request,
+                                     (fields, cmd, decoded))
+            fields.extend(decoded.fields)
+            _layout_findings(frame.findings, decoded, cmd.name, frame.size)
+        else:
+            frame = Frame(C2S, piece.offset, len(data), cmd.name, cmd.code, "", fields, [], self.dialect, data)
+            self._request_frame(frame, cmd, decoded)
+        frame.dialect = self.dialect
+        self._judge_login(frame, cmd)
+        self._pair_request(frame, cmd, ts, _flags(frame))
+        return frame
+
+    def _unusable_request(self, piece: Piece, ts: float, fields: list[Field], length: int,
+                          code: int | None) -> Frame:
+        """A request too short for a command code (``code`` None), or whose code no candidate
+        dialect defines."""
+        data = piece.data
         frame = Frame(C2S, piece.offset, len(data), "INVALID", None, "", fields, [], self.dialect, data)
-        if len(data) < 8:
+        if code is None:
             # length < 4: no room for the code. The server answers InvalidCommand.
             frame.findings.append(R.TOO_SHORT(f"request length {length} is below 4 (no command code)",
                                               command="INVALID", field="length"))
             if len(data) > 4:
                 fields.append(Field("undecoded", data[4:], 4, len(data) - 4))
             frame.info = f"INVALID length={length}"
-            self._pair_request(frame, None, ts, FLAGGED)
-            return frame
-        (code,) = U32.unpack_from(data, 4)
-        cmd = COMMANDS.get(code)
-        if cmd is not None and cmd.by_dialect.keys().isdisjoint(self.cands):
-            cmd = None
-        fields.append(Field("code", code, 4, 4, cmd.name if cmd is not None else "unknown"))
-        if cmd is None:
+        else:
             frame.command = "UNKNOWN"
             frame.code = code
             frame.findings.append(R.UNKNOWN_COMMAND(f"command code {code} is not defined in dialect "
@@ -288,19 +304,7 @@ class IggyConnection(Connection):
             if len(data) > 8:
                 fields.append(Field("payload", data[8:], 8, len(data) - 8))
             frame.info = f"UNKNOWN code={code}"
-            self._pair_request(frame, None, ts, FLAGGED)
-            return frame
-        decoded = self._narrow(cmd, data, 8)
-        if lean:
-            frame = LazyFrame(C2S, piece.offset, len(data), cmd.name, cmd.code, [], data, _lean_request,
-                              (fields, cmd, decoded))
-            fields.extend(decoded.fields)
-            _layout_findings(frame.findings, decoded, cmd.name, frame.size)
-        else:
-            self._request_frame(frame, cmd, decoded)
-        frame.dialect = self.dialect
-        self._judge_login(frame, cmd)
-        self._pair_request(frame, cmd, ts, _flags(frame))
+        self._pair_request(frame, None, ts, FLAGGED)
         return frame
 
     def _best(self) -> str:
@@ -399,16 +403,13 @@ class IggyConnection(Connection):
             pending[1] |= SHOWN
 
     # ------------------------------------------------------------------ classic responses
-    def _response(self, piece: Piece, ts: float, pending: Any = _UNPAIRED, decoded: Decoded | None = None) -> Frame:
-        """A classic response; ``pending`` its request when paired already (see _lean_frame),
-        ``decoded`` its payload when decoded already."""
+    def _response(self, piece: Piece, ts: float, pending: list[Any] | None, decoded: Decoded | None = None) -> Frame:
+        """A classic response answering ``pending`` (its request, or None); ``decoded`` its
+        payload when decoded already (see _lean_response)."""
         data = piece.data
         status, length = PAIR.unpack_from(data, 0)
         fields = [Field("status", status, 0, 4, status_name(status)), Field("length", length, 4, 4)]
         frame = Frame(S2C, piece.offset, len(data), "RESPONSE", None, "", fields, [], self.dialect, data)
-        assert self.pairs is not None
-        if pending is _UNPAIRED:
-            pending = self.pairs.response("s2c", 0)
         self._answer(frame, pending, status, data, 8, ts, decoded=decoded)
         return frame
 
