@@ -337,8 +337,9 @@ def check_sub_batch(buf: bytes, pos: int, end: int, problems: ChunkProblem, entr
 def scan_entries(buf: bytes, pos: int, end: int, n_entries: int, problems: ChunkProblem) -> tuple[int, int, int]:
     """Check today's entries without building Fields: returns (entries, records, end position).
 
-    The hot path of Deliver (the draft's chunks are decoded whole): simple entries are only measured; sub-batches (they may fail to
-    decompress) get decode_entries' checks through check_sub_batch, so their problems are found now.
+    The hot path of Deliver (the draft's chunks are decoded whole): simple entries are only
+    measured; sub-batches (they may fail to decompress) get decode_entries' checks through
+    check_sub_batch, so their problems are found now.
     """
     unpack = U32.unpack_from
     i = rec = 0
