@@ -100,30 +100,34 @@ def _hot_method(conn: Amqp091Connection, d: Direction, data: bytes, pos: int, st
     values = validate(raw, 7 + size)
     if values is None:
         return 0
-    leave_out = conn.leave_out
-    if leave_out and not meth.content:
-        # A findings-only run gives a method without content (an ack, nack or reject) only when
-        # its action found something: nothing else points at it (no action anchors one). The
-        # action writes into the scratch frame, and a frame is made only for what it found.
+    if conn.leave_out:
+        # A findings-only run gives the method only when its action found something or its content
+        # does not follow whole in this segment (the content header due then points at it); else
+        # it is counted, not made, and so are its content frames (_hot_content). No action anchors
+        # its frame: it writes its findings and computed fields into the scratch frame, and the
+        # frame made takes them.
         scratch = _SCRATCH
         try:
             extra = act(conn, d, ch, meth, values, scratch)
-            if not scratch.findings:
-                conn.frames_left_out += 1
-                return stop
-            frame = LazyFrame(d, base + pos, size + 8, meth.name, meth.code, scratch.findings, raw, build_method,
-                              meth)
-            frame._extra = scratch._extra
+            findings, computed = scratch.findings, scratch._extra
         finally:
             scratch.findings = []
             scratch._extra = None
+        after = _hot_content(conn, d, meth, data, stop, ch, base, out) if meth.content else stop
+        if not findings and after:
+            conn.frames_left_out += 1
+            return after
+        frame = LazyFrame(d, base + pos, size + 8, meth.name, meth.code, findings, raw, build_method, meth)
+        frame._extra = computed
         if extra:
             frame._info_extra = extra
-        out.append(frame)
-        return stop
+        if not after:
+            conn.content_of(d).awaiting[ch] = [meth.name, meth.class_id, frame.anchor()]
+            after = stop
+        out.append(frame)  # _hot_content gave none of its content frames here
+        return after
     frame = LazyFrame(d, base + pos, size + 8, meth.name, meth.code, [], raw, build_method, meth)
-    if not leave_out:
-        out.append(frame)
+    out.append(frame)
     extra = act(conn, d, ch, meth, values, frame)
     if extra:
         frame._info_extra = extra
@@ -135,13 +139,6 @@ def _hot_method(conn: Amqp091Connection, d: Direction, data: bytes, pos: int, st
             if content is None:
                 content = conn.content_of(d)
             content.awaiting[ch] = [meth.name, meth.class_id, frame.anchor()]
-    if leave_out:
-        # A findings-only run: the frame is given only when its action found something or a later
-        # finding may point at it (its content left out by _hot_content comes after it either way).
-        if frame.findings or frame.ref is not None:
-            out.append(frame)
-        else:
-            conn.frames_left_out += 1
     return stop
 
 
@@ -275,9 +272,9 @@ def _not_hot(conn: Amqp091Connection, d: Direction, data: bytes, pos: int, stop:
 #: Frame type -> its hot path (heartbeats are rare; unknown types always need a word).
 _HOT = (_not_hot, _hot_method, _hot_header, _hot_body, _not_hot, _not_hot, _not_hot, _not_hot, _not_hot)
 
-#: What a findings-only run's action of a method without content writes into (_hot_method): its
-#: findings and computed fields, taken by the frame made when it found something, and emptied after
-#: every use (a connection's bytes are fed to the end before another's).
+#: What a findings-only run's action of a hot method writes into (_hot_method): its findings and
+#: computed fields, taken by the frame made when there is one, and emptied after every use (a
+#: connection's bytes are fed to the end before another's).
 _SCRATCH = LazyFrame(C2S, 0, 0, "", None, [], b"", build_method, None)
 
 #: Per sender: (class id, method id) -> (method, layout check, action) of the methods the hot path
