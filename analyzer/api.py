@@ -270,11 +270,17 @@ class Connection:
     #: the other one went on): counted alike, but the engine does not take them as ending in
     #: the call's bytes. Set it only when it is not 0.
     other_frames_left_out: int = 0
+    #: The anchors (:meth:`Frame.anchor`) of frames counted in :attr:`frames_left_out` that a later
+    #: finding may name: each of those frames ends in the bytes of the call that left it out, so
+    #: the engine gives its anchor the packet those bytes end in (the frame's last, as it would
+    #: have given the frame's own anchor), and empties the list. Only after feeds; None for a
+    #: connection that never leaves out an anchored frame.
+    anchors_left_out: list[FrameRef] | None = None
 
     def leave_out_plain_frames(self) -> bool:
         """The run shows only findings (``inspect --only-findings``), so a frame that would carry
-        nothing but its own decoding need not be made: no finding, no anchor for later findings,
-        not a request awaiting its response, not the response to a request given back with
+        nothing but its own decoding need not be made: no finding, no anchor for later findings
+        (or one handed to the engine in :attr:`anchors_left_out`), not a request awaiting its response, not the response to a request given back with
         findings (the run gives that back too), and no dialect but the one the frames given back
         last carried (the engine learns the conversation's dialect from frames). The connection
         may count such frames in :attr:`frames_left_out` instead. Asked once, before the first

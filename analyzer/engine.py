@@ -861,6 +861,11 @@ class Analyzer:
                     if other:  # not ended by these bytes: they say nothing of this direction's segments
                         conv.info.frames += other
                         conn.other_frames_left_out = 0
+                    anchors = conn.anchors_left_out
+                    if anchors:  # of frames that end in these bytes: this packet is their last
+                        for ref in anchors:
+                            ref[2] = packet
+                        anchors.clear()
                 if out:
                     result = self._emit(conv, out, direction, offset, packet, ts, end)
                 else:

@@ -167,27 +167,34 @@ def split_feeds(rec: Recorded, rng: Any, n: int | None = None) -> tuple[Recorded
     return out, cuts
 
 
-def lean_calls(dissector: Dissector, rec: Recorded, leave_out: bool) -> list[tuple[list[Event], int, int]]:
-    """Per call of ``rec``: the events a fresh connection gives back, and the frames it counted
-    instead of making them (Connection.frames_left_out, other_frames_left_out), with
-    ``leave_out`` as a findings-only run asks it (Connection.leave_out_plain_frames)."""
+def lean_calls(dissector: Dissector, rec: Recorded,
+               leave_out: bool) -> list[tuple[list[Event], int, int, list[list[Any]]]]:
+    """Per call of ``rec``: the events a fresh connection gives back, the frames it counted
+    instead of making them (Connection.frames_left_out, other_frames_left_out) and the anchors of
+    those it handed over (anchors_left_out, as plain lists), with ``leave_out`` as a
+    findings-only run asks it (Connection.leave_out_plain_frames)."""
     conn = dissector.connection(rec.midstream)
     if leave_out:
         assert conn.leave_out_plain_frames() is True
     calls = []
     for name, args in rec.calls:
         events = list(getattr(conn, name)(*args) or ())
-        calls.append((events, conn.frames_left_out, conn.other_frames_left_out))
+        anchors = conn.anchors_left_out
+        calls.append((events, conn.frames_left_out, conn.other_frames_left_out, [list(a) for a in anchors or ()]))
         conn.frames_left_out = 0
         if conn.other_frames_left_out:
             conn.other_frames_left_out = 0
+        if anchors:
+            anchors.clear()
     return calls
 
 
-def plain(ev: Event) -> bool:
+def plain(ev: Event, anchors: list[list[Any]] = ()) -> bool:  # type: ignore[assignment]
     """A frame that carries nothing of its own a findings-only run shows: no findings, no anchor
-    a later finding may name, not a request awaiting its response."""
-    return isinstance(ev, Frame) and not ev.findings and ev.ref is None and not ev.awaits
+    a later finding may name but one handed over (``anchors``: the call's anchors_left_out), not
+    a request awaiting its response."""
+    return (isinstance(ev, Frame) and not ev.findings and not ev.awaits
+            and (ev.ref is None or list(ev.ref) in anchors))
 
 
 def check_leave_out(dissector: Dissector, rec: Recorded) -> int:
@@ -199,7 +206,9 @@ def check_leave_out(dissector: Dissector, rec: Recorded) -> int:
     The count: in frames_left_out the fed direction's, in other_frames_left_out the other
     direction's. When a feed gives nothing back but left frames of its direction out, the engine
     forgets that direction's segments before the call's (no later frame starts before them):
-    each of those frames ends at or after where the call's bytes start. A gap or tick leaves
+    each of those frames ends at or after where the call's bytes start. An anchored frame left
+    out hands its anchor over in that call's anchors_left_out, which holds no other, and ends in
+    the call's bytes (the engine gives the anchor the call's packet, the frame's last). A gap or tick leaves
     nothing out (the engine collects the counts after feeds and the end). Returns how many were
     left out."""
     total = 0
@@ -207,7 +216,8 @@ def check_leave_out(dissector: Dissector, rec: Recorded) -> int:
     shown: set[int] = set()  # the anchors of the full run's requests with findings
     dialect: str | None = None  # the last dialect a frame given back carried
     full_calls, lean = lean_calls(dissector, rec, False), lean_calls(dissector, rec, True)
-    for (name, args), (full, none, none_other), (kept, own, other) in zip(rec.calls, full_calls, lean, strict=True):
+    for (name, args), (full, none, none_other, _), (kept, own, other, anchors) in zip(rec.calls, full_calls, lean,
+                                                                                  strict=True):
         assert none == none_other == 0
         expected = iter(zip(normal(full), full, strict=True))
         missing: list[Frame] = []
@@ -215,7 +225,7 @@ def check_leave_out(dissector: Dissector, rec: Recorded) -> int:
             for want, frame in expected:
                 if want == ev:
                     break
-                assert _may_leave_out(frame, shown, dialect), f"{want} is missing from the findings-only run"
+                assert _may_leave_out(frame, shown, dialect, anchors), f"{want} is missing from the findings-only run"
                 missing.append(frame)  # type: ignore[arg-type]
             else:
                 raise AssertionError(f"{ev} is not in the full run (or out of order)")
@@ -225,11 +235,16 @@ def check_leave_out(dissector: Dissector, rec: Recorded) -> int:
                 if given.dialect:  # type: ignore[union-attr]
                     dialect = given.dialect  # type: ignore[union-attr]
         for want, frame in expected:
-            assert _may_leave_out(frame, shown, dialect), f"{want} is missing from the findings-only run"
+            assert _may_leave_out(frame, shown, dialect, anchors), f"{want} is missing from the findings-only run"
             missing.append(frame)  # type: ignore[arg-type]
         fed = str(args[0]) if name in ("feed", "gap") else None
         mine = [f for f in missing if str(f.direction) == fed]
         assert (len(mine), len(missing) - len(mine)) == (own, other), name
+        handed = [list(f.ref) for f in missing if f.ref is not None]
+        assert sorted(handed, key=repr) == sorted(anchors, key=repr), f"{name}: anchors handed over"
+        if anchors:
+            assert name == "feed", f"{name} handed anchors over"
+            assert all(f.offset + f.size > at[fed] for f in mine if f.ref is not None)  # type: ignore[index]
         if name in ("gap", "tick"):
             assert not missing, f"{name} left frames out"
         if name == "feed":
@@ -242,7 +257,7 @@ def check_leave_out(dissector: Dissector, rec: Recorded) -> int:
     return total
 
 
-def _may_leave_out(ev: Event, shown: set[int], dialect: str | None) -> bool:
+def _may_leave_out(ev: Event, shown: set[int], dialect: str | None, anchors: list[list[Any]]) -> bool:
     """Whether a findings-only run may leave ``ev`` out (see :func:`check_leave_out`)."""
-    return (plain(ev) and (ev.request is None or id(ev.request) not in shown)  # type: ignore[union-attr]
+    return (plain(ev, anchors) and (ev.request is None or id(ev.request) not in shown)  # type: ignore[union-attr]
             and ev.dialect in (None, "", dialect))  # type: ignore[union-attr]

@@ -22,7 +22,7 @@ def run(rec: Recorded, leave_out: bool) -> list[tuple[list, int]]:
     """Per call: the events in normal form (each with whether it is a plain frame), and
     how many frames the connection counted instead of making."""
     return [(list(zip(normal(events), map(plain, events), strict=True)), own)
-            for events, own, _ in lean_calls(DISSECTOR, rec, leave_out)]
+            for events, own, _, _ in lean_calls(DISSECTOR, rec, leave_out)]
 
 
 def check(rec: Recorded) -> int:
@@ -62,7 +62,7 @@ def test_a_shown_last_body_frame_still_previews_the_bytes_of_left_out_ones() -> 
     s.c(E.body(1, b"ijklmn"))
     s.close((1,))
     rec = Recorded("amqp091", False, [("feed", (d, data, ts)) for d, data, ts in s.steps] + [("end", (s.ts + 1,))])
-    assert check(rec) == 3  # the header and the first two body frames
+    assert check(rec) == 4  # the publish (its anchor handed over), the header and the first two body frames
     shown = [e for call, _ in run(rec, True) for e, _ in call if e[0] == "frame" and e[4] == "ContentBody"]
     assert len(shown) == 1 and "abcdefghijkl" in shown[0][6] and shown[0][9]
 

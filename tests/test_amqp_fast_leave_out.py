@@ -38,7 +38,7 @@ def test_leaving_out_on_busy_sessions(seed: int) -> None:
     rec = busy_session(seed)
     assert check_leave_out(DISSECTOR, rec) > 100  # frames really are left out
     # Some of them settled by the other direction's bytes.
-    assert sum(other for _, _, other in lean_calls(DISSECTOR, rec, True)) > 0
+    assert sum(other for _, _, other, _ in lean_calls(DISSECTOR, rec, True)) > 0
     for variant in mutants(rec, f"fast-lean-busy-{seed}", 20, 4):
         check_leave_out(DISSECTOR, variant)
 

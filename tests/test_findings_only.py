@@ -172,3 +172,39 @@ def test_a_frame_settled_by_the_other_directions_bytes_leaves_this_directions_se
     start = conv.segments.index(first[0]) + 1
     fragments = [(f.command, f.packets) for f in full if f.command == "MESSAGE FRAGMENT"]
     assert fragments == [("MESSAGE FRAGMENT", (start, start + 3))]
+
+
+def _free_findings(capture: Path, only: bool) -> list[tuple[str, int | None]]:
+    analyzer = Analyzer(dissectors=load_dissectors())
+    analyzer.findings_only = only
+    return [(ev.id, ev.frame) for ev in analyzer.run_files([str(capture)]) if not isinstance(ev, Frame)]
+
+
+def test_a_left_out_frame_named_by_a_later_finding_is_named_by_its_packet(tmp_path: Path):
+    # AMQP 0-9-1: a publish whose content header is due in a later segment is left out of a
+    # findings-only run, its anchor handed to the engine (anchors_left_out); when the header never
+    # comes, the finding at the end names the publish's packet, as in the full run. The second
+    # publish comes in two segments (the framer cuts it from its queue): its anchor is handed over
+    # too, and names the packet that ended it.
+    from analyzer.pcapwrite import TcpConversation
+    from dissectors.amqp091 import encode as E
+
+    conv = TcpConversation(("10.0.0.1", 40000), ("10.0.0.2", 5672))
+    conv.handshake()
+    for d, data, _ts in E.Script().handshake().open_channel(1).open_channel(2).steps:
+        conv.send(str(d), data)
+    first = conv.send("c2s", E.method("Basic.Publish", 1, exchange="", routing_key="q"))
+    publish = E.method("Basic.Publish", 2, exchange="", routing_key="q")
+    conv.send("c2s", publish[:9])
+    second = conv.send("c2s", publish[9:])
+    conv.close()
+    path = tmp_path / "headless.pcap"
+    from analyzer.pcapwrite import write_capture
+
+    write_capture(str(path), [conv])
+    full, only = _free_findings(path, False), _free_findings(path, True)
+    packets = [conv.segments.index(first[0]) + 1, conv.segments.index(second[0]) + 1]
+    assert sorted(f for f in full if f[0] == "amqp091.content.incomplete") == \
+        [("amqp091.content.incomplete", p) for p in packets]
+    assert only == full
+    assert [f.command for f in _frames(path, True)] == []  # both publishes were left out

@@ -50,7 +50,7 @@ def test_the_answer_to_a_request_with_findings_is_given_back() -> None:
     # rule_value_invalid: a request with an invalid value (a finding), answered without one.
     rec = R.recordings(str(CAPS / "synthetic" / "rule_value_invalid.pcap"), "iggy")[0]
     check_leave_out(DISSECTOR, rec)
-    given = [e for events, _, _ in R.lean_calls(DISSECTOR, rec, True) for e in events]
+    given = [e for events, _, _, _ in R.lean_calls(DISSECTOR, rec, True) for e in events]
     flagged = [e for e in given if getattr(e, "awaits", False) and e.findings]
     assert flagged and all(any(getattr(r, "request", None) is f.ref for r in given) for f in flagged)
 

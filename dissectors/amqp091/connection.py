@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from analyzer.api import Connection as BaseConnection
-from analyzer.api import Direction, Event, Finding, Frame
+from analyzer.api import Direction, Event, Finding, Frame, FrameRef
 from dissectors.amqp091 import decode
 from dissectors.amqp091 import methods as M
 from dissectors.amqp091 import rules as R
@@ -67,10 +67,11 @@ class Amqp091Connection(BaseConnection):
     __slots__ = ("midstream", "hot", "limits", "dialect", "foreign", "ts", "side_c2s", "side_s2c", "hs", "closed",
                  "tuned", "frame_max", "channel_max", "heartbeat", "server_tune", "mechanisms", "frame_min", "limit",
                  "chans", "tracks", "content_c2s", "content_s2c", "corr", "silence", "over", "unconfirmed_cleared", "_quiet",
-                 "leave_out", "frames_left_out")
-    # leave_out and frames_left_out belong to the run, not the conversation: the engine asks again
-    # when it resumes one (leave_out_plain_frames), and the count is collected after every call.
-    TRANSIENT = ("_quiet", "leave_out", "frames_left_out")
+                 "leave_out", "frames_left_out", "anchors_left_out", "fed_at")
+    # leave_out, frames_left_out, anchors_left_out and fed_at belong to the run, not the
+    # conversation: the engine asks again when it resumes one (leave_out_plain_frames), and
+    # collects the count and the anchors after every call.
+    TRANSIENT = ("_quiet", "leave_out", "frames_left_out", "anchors_left_out", "fed_at")
 
     def __init__(self, midstream: bool = False, hot: bool = True, limits: dict[str, int] | None = None) -> None:
         self.midstream = midstream
@@ -121,9 +122,14 @@ class Amqp091Connection(BaseConnection):
         #: instead of making them (leave_out_plain_frames).
         self.leave_out = False
         self.frames_left_out = 0
+        self.anchors_left_out: list[FrameRef] | None = None
+        #: In a findings-only run: the stream offset where the bytes of the call being fed start,
+        #: or -1 when every frame cut in the call ends in them (see feed).
+        self.fed_at = -1
 
     def leave_out_plain_frames(self) -> bool:
         self.leave_out = True
+        self.anchors_left_out = []
         return True
 
     def snapshot(self) -> dict[str, Any]:
@@ -172,6 +178,15 @@ class Amqp091Connection(BaseConnection):
         if direction is not C2S and direction is not S2C:
             direction = Direction(direction)  # a plain "c2s"/"s2c": the paths below compare by identity
         side = self.side_c2s if direction is C2S else self.side_s2c
+        if self.leave_out:
+            # With nothing buffered every frame cut now lies in these bytes (-1: no need to know
+            # where they start); else the framer may have held whole frames (out of sync, until
+            # it confirms where a frame starts) that ended before them.
+            if side.direct:
+                self.fed_at = -1
+            else:
+                queue = side.queue
+                self.fed_at = queue.offset + len(queue)
         if side.direct and self.hot:
             # Nothing buffered: whole frames are cut straight from this segment without copying it
             # into the queue; only a trailing partial frame is queued.

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from analyzer.api import Direction, Event
+from analyzer.api import Direction, Event, FrameRef
 from dissectors.amqp091.codes import FRAME_END
 from dissectors.amqp091.decode import (
     BODY_KEEP,
@@ -101,11 +101,12 @@ def _hot_method(conn: Amqp091Connection, d: Direction, data: bytes, pos: int, st
     if values is None:
         return 0
     if conn.leave_out:
-        # A findings-only run gives the method only when its action found something or its content
-        # does not follow whole in this segment (the content header due then points at it); else
-        # it is counted, not made, and so are its content frames (_hot_content). No action anchors
-        # its frame: it writes its findings and computed fields into the scratch frame, and the
-        # frame made takes them.
+        # A findings-only run gives the method only when its action found something; else it is
+        # counted, not made, and so are its content frames (_hot_content). When its content does
+        # not follow whole in this segment, the content header due points at it: its anchor goes
+        # to the engine (anchors_left_out), which gives it this packet. No action anchors its
+        # frame: it writes its findings and computed fields into the scratch frame, and the frame
+        # made takes them.
         scratch = _SCRATCH
         try:
             extra = act(conn, d, ch, meth, values, scratch)
@@ -114,18 +115,25 @@ def _hot_method(conn: Amqp091Connection, d: Direction, data: bytes, pos: int, st
             scratch.findings = []
             scratch._extra = None
         after = _hot_content(conn, d, meth, data, stop, ch, base, out) if meth.content else stop
-        if not findings and after:
+        # An anchor is handed over only for a frame that ends in this call's bytes (the framer may
+        # have held one that ended before them): its last packet is then the call's.
+        if not findings and (after or base + stop > conn.fed_at):
             conn.frames_left_out += 1
-            return after
-        frame = LazyFrame(d, base + pos, size + 8, meth.name, meth.code, findings, raw, build_method, meth)
-        frame._extra = computed
-        if extra:
-            frame._info_extra = extra
-        if not after:
-            conn.content_of(d).awaiting[ch] = [meth.name, meth.class_id, frame.anchor()]
-            after = stop
-        out.append(frame)  # _hot_content gave none of its content frames here
-        return after
+            if after:
+                return after
+            ref = FrameRef.of(d, base + pos)
+            conn.anchors_left_out.append(ref)  # type: ignore[union-attr]  # a list once leave_out is set
+        else:
+            frame = LazyFrame(d, base + pos, size + 8, meth.name, meth.code, findings, raw, build_method, meth)
+            frame._extra = computed
+            if extra:
+                frame._info_extra = extra
+            out.append(frame)  # _hot_content gave none of its content frames here
+            if after:
+                return after
+            ref = frame.anchor()
+        conn.content_of(d).awaiting[ch] = [meth.name, meth.class_id, ref]
+        return stop
     frame = LazyFrame(d, base + pos, size + 8, meth.name, meth.code, [], raw, build_method, meth)
     out.append(frame)
     extra = act(conn, d, ch, meth, values, frame)
