@@ -280,11 +280,12 @@ class Connection:
     def leave_out_plain_frames(self) -> bool:
         """The run shows only findings (``inspect --only-findings``), so a frame that would carry
         nothing but its own decoding need not be made: no finding, no anchor for later findings
-        (or one handed to the engine in :attr:`anchors_left_out`), not a request awaiting its response, not the response to a request given back with
-        findings (the run gives that back too), and no dialect but the one the frames given back
-        last carried (the engine learns the conversation's dialect from frames). The connection
-        may count such frames in :attr:`frames_left_out` instead. Asked once, before the first
-        call; True when the connection will (the default: it makes every frame)."""
+        (or one handed to the engine in :attr:`anchors_left_out`), not a request awaiting its
+        response, not the response to a request given back with findings (the run gives that
+        back too), and no dialect but the one the frames given back last carried (the engine
+        learns the conversation's dialect from frames). The connection may count such frames in
+        :attr:`frames_left_out` instead. Asked once, before the first call; True when the
+        connection will (the default: it makes every frame)."""
         return False
 
     def feed(self, direction: Direction, data: bytes, ts: float) -> Iterable[Event]:

@@ -189,7 +189,7 @@ def lean_calls(dissector: Dissector, rec: Recorded,
     return calls
 
 
-def plain(ev: Event, anchors: list[list[Any]] = ()) -> bool:  # type: ignore[assignment]
+def plain(ev: Event, anchors: Sequence[list[Any]] = ()) -> bool:
     """A frame that carries nothing of its own a findings-only run shows: no findings, no anchor
     a later finding may name but one handed over (``anchors``: the call's anchors_left_out), not
     a request awaiting its response."""
