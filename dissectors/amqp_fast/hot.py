@@ -181,13 +181,13 @@ def _hot_command(conn: AmqpFastConnection, d: Direction, side: Side, msgs: Messa
             return None
         nbr = values["message_nbr"]
     key = f"channel {ch}"
-    if conn.leave_out and msgs.continued(name, key, h, nbr):
-        frame = LEFT_OUT
+    if msgs.continued(name, key, h, nbr):
+        frame = LEFT_OUT if conn.leave_out else values_frame(d, data, offset, conn.enc, cmd, values, [])
     else:
         frame = values_frame(d, data, offset, conn.enc, cmd, values, [])
         # What the message sequencing notes (a message interleaved, a stream started wrong), it
-        # notes on this frame here as on the general path.
-        msgs.command(name, key, h, nbr, values, frame)
+        # notes on this frame here as on the general path (Messages.command).
+        msgs.start(name, key, h, nbr, values, frame)
     msgs.begin(key, offset + end + 1, size, bool(values["partial"]))
     side.due = size
     return frame

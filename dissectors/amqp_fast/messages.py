@@ -86,9 +86,16 @@ class Messages:
                 frame: Frame) -> bool:
         """HANDLE SEND, NOTIFY or PREPARE (its ``frame``): a fragment of the message on ``key`` is
         announced. Returns whether it starts a message (False: it continues the one in flight,
-        see :meth:`continued`); one that starts it is anchored."""
+        see :meth:`continued`); one that starts it is anchored (see :meth:`start`)."""
         if self.continued(name, key, handle, nbr):
             return False
+        self.start(name, key, handle, nbr, values, frame)
+        return True
+
+    def start(self, name: str, key: str, handle: int, nbr: int | None, values: dict[str, Any],
+              frame: Frame) -> None:
+        """:meth:`command` for one that does not continue the message in flight (:meth:`continued`
+        said no): it starts a message, anchored on ``frame``, and notes on it what is wrong."""
         findings = frame.findings
         meta = self.meta.get(key)
         if meta is not None:  # another message still has fragments due here
@@ -106,7 +113,6 @@ class Messages:
                                         command=name))
         self.seq.start(key, f"{name} message", UNKNOWN, frame.anchor())
         self.meta[key] = [handle, nbr, -1, b"", b"", 1, streaming, 0, None, 0]
-        return True
 
     def out_of_band(self, key: str, size: int, partial: bool, frame: Frame) -> None:
         """A fragment that travels out of band: counted, never on this stream."""

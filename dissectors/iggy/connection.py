@@ -249,8 +249,7 @@ class IggyConnection(Connection):
         decoded = self._decode_response(code, data, 8) if len(data) > 8 else None
         if (decoded is not None and decoded.problems) or (self.dialect and self.dialect != self.given_dialect):
             return self._response(piece, ts, pending, decoded)
-        if code in LOGINS and self.login is not None:
-            self.login, _ = MACHINE.judge(self.login, "s2c", "LOGIN_OK")
+        self._login_answered(code, status)
         return None
 
     # ------------------------------------------------------------------ classic requests
@@ -446,9 +445,7 @@ class IggyConnection(Connection):
             frame.dialect = self.dialect
             frame.fields.extend(decoded.fields)
             _problems(findings, decoded.problems, command)
-        if code in LOGINS and self.login is not None:
-            event = "LOGIN_OK" if status == OK else "LOGIN_FAILED"
-            self.login, _ = MACHINE.judge(self.login, "s2c", event)
+        self._login_answered(code, status)
         head = f"response to {name}" if pending is not None else "response"
         info = f"{head} status={status_text(status)}"
         if decoded is not None and decoded.info:
@@ -457,6 +454,11 @@ class IggyConnection(Connection):
         if pending is not None:
             info += f" ({_ms(frame.latency or 0.0)})"
         frame.info = info
+
+    def _login_answered(self, code: int | None, status: int) -> None:
+        """The login machine steps on the response to a login request (command ``code``)."""
+        if code in LOGINS and self.login is not None:
+            self.login, _ = MACHINE.judge(self.login, "s2c", "LOGIN_OK" if status == OK else "LOGIN_FAILED")
 
     def _decode_response(self, code: int, data: bytes, start: int) -> Decoded:
         cands = self.cands
