@@ -1,20 +1,31 @@
 """RabbitMQ Stream, publish/deliver-heavy traffic with sub-batches (compressed sub-entries).
 
-Real client: rstream against Debian's rabbitmq-server with the stream plugin. A producer publishes
-N sub-entry batches of 20 AMQP 1.0 messages each (three in four gzip-compressed, the rest
-uncompressed sub-entries), with publish confirms; then a consumer subscribes from the first offset
-and receives every message (the broker delivers the sub-batches inside its chunks; rstream grants
-credit chunk by chunk).
+Real client: rstream against Debian's rabbitmq-server with the stream plugin, recorded by the TCP
+relay of bench/workloads/_record.py (``relay_record``), not by tcpdump: on lo, tcpdump drops packets
+under this load and segmentation offload makes 64 KiB packets. The client connects to the relay
+(port 5553, which the broker also advertises, so the connections rstream opens to a stream's leader
+or replica go through it too); the relay passes the bytes on to the broker's port 5552 unchanged
+and logs each chunk with the time it read it. The capture holds the real client's and broker's
+bytes at their real times; the IPv4/TCP headers are synthesized by the relay (127.0.0.1, server
+port 5552, the client's real ephemeral port, segments of MSS 1448 each acknowledged, as on an
+Ethernet network).
+
+A producer publishes N sub-entry batches of 20 AMQP 1.0 messages each (three in four
+gzip-compressed, the rest uncompressed sub-entries), with publish confirms; then a consumer
+subscribes from the first offset and receives every message (the broker delivers the sub-batches
+inside its chunks; rstream grants credit chunk by chunk).
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 from pathlib import Path
 
-from bench.workloads._record import STREAM_PORT, broker, record
+from bench.workloads._record import STREAM_PORT, STREAM_RELAY_PORT, broker, relay_record
 
-SOURCE = "real client: rstream against rabbitmq-server (stream plugin)"
+SOURCE = ("real client: rstream against rabbitmq-server (stream plugin), real bytes and timing recorded "
+          "by a TCP relay; TCP/IP headers synthesized by the relay at MSS 1448")
 PORT = STREAM_PORT
 TSHARK = None
 PER_BATCH = 20
@@ -37,7 +48,7 @@ async def session(batches: int) -> None:
         nonlocal confirmed
         confirmed += 1
 
-    async with Producer("127.0.0.1", port=STREAM_PORT, username="guest", password="guest") as producer:
+    async with Producer("127.0.0.1", port=STREAM_RELAY_PORT, username="guest", password="guest") as producer:
         await producer.create_stream(stream, exists_ok=True)
         for b in range(batches):
             msgs = [AMQPMessage(body=f'{{"order": {b * PER_BATCH + i}, "note": "sub-batch entry"}}'.encode(),
@@ -60,7 +71,7 @@ async def session(batches: int) -> None:
         if got >= want:
             done.set()
 
-    async with Consumer("127.0.0.1", port=STREAM_PORT, username="guest", password="guest") as consumer:
+    async with Consumer("127.0.0.1", port=STREAM_RELAY_PORT, username="guest", password="guest") as consumer:
         await consumer.start()
         await consumer.subscribe(stream, on_message, subscriber_name="bench-reader",
                                  offset_specification=ConsumerOffsetSpecification(OffsetType.FIRST, None),
@@ -70,10 +81,12 @@ async def session(batches: int) -> None:
         except TimeoutError:
             pass
         await consumer.delete_stream(stream)
+    counts = f"rstream: {confirmed} of {batches} sub-batches confirmed, {got} of {want} messages received"
     if got < want or confirmed < batches:
-        raise SystemExit(f"rstream: {confirmed} of {batches} sub-batches confirmed, {got} of {want} messages received")
+        raise SystemExit(counts)
+    print(f"  {counts}", file=sys.stderr)
 
 
 def build(out: Path, scale: float = 1.0) -> None:
     broker()
-    record(out, PORT, lambda: asyncio.run(session(max(100, int(25_000 * scale)))))
+    relay_record(out, PORT, STREAM_RELAY_PORT, lambda: asyncio.run(session(max(100, int(25_000 * scale)))))
