@@ -14,8 +14,9 @@ At the end each worker gives its own conversations' rows and counters (:meth:`An
 which the parent adopts for the closing part (footer, the JSON document's flows).
 
 The workers are forked: they start with the parent's loaded dissectors and options, nothing is
-imported twice. Memory stays flat: the parent holds at most READ_AHEAD batches of a worker, and a
-worker blocks while the parent has not taken them.
+imported twice. Memory stays flat: the parent holds at most READ_AHEAD bytes of a worker's batches
+in memory (and one batch more, whatever its size), the rest in a temporary file until the merge
+takes them (:class:`_Spool`), so a worker never waits for the others.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ import itertools
 import multiprocessing
 import os
 import pickle
-import queue
+import struct
 import sys
+import tempfile
 import threading
 import traceback
 from collections import deque
@@ -40,12 +42,18 @@ from analyzer.api import Frame
 from analyzer.engine import Analyzer
 from analyzer.linking import Linker
 
-#: Rendered events a worker sends at once.
+#: Rendered events a worker sends at once, or fewer when their text reaches BATCH_BYTES characters
+#: (a RabbitMQ Stream Deliver's JSON can be a hundred kilobytes: 256 of them would fill READ_AHEAD).
 BATCH = 256
-#: Batches the parent takes from a worker ahead of the merge (memory: a few MB per worker).
-READ_AHEAD = 64
+BATCH_BYTES = 1 << 20
+#: Bytes of a worker's batches (as they came through its pipe) the parent keeps in memory ahead of
+#: the merge; more go to a temporary file (see _Spool). Counted in bytes, not batches: a summary
+#: line is a hundred bytes, a JSON frame can be a hundred kilobytes.
+READ_AHEAD = 16 << 20
 
 Item = tuple[tuple, bool, str]
+#: The length before each batch in a spool's file.
+_LENGTH = struct.Struct("<Q")
 
 
 class _Text(io.StringIO):
@@ -125,31 +133,125 @@ def run(jobs: int, analyzer: Analyzer, display: Any, paths: list[str], make_disp
 
 def _items(pipe: Pipe, state: dict[str, Any], k: int) -> Iterator[Item]:
     """A worker's keyed texts in order; its closing state into ``state``. A thread takes the
-    worker's batches from its pipe as they come, up to READ_AHEAD of them: without it a worker
-    could run ahead of the others by no more than a pipe's buffer, and the workers of a capture
-    whose conversations take turns would mostly wait for each other."""
-    batches: queue.Queue[bytes | None] = queue.Queue(READ_AHEAD)
+    worker's batches from its pipe as they come, into a :class:`_Spool`: without it a worker could
+    run ahead of the others by no more than a pipe's buffer, and the workers of a capture whose
+    conversations take turns (a producer's, then a consumer's) would mostly wait for each other."""
+    spool = _Spool(READ_AHEAD)
 
     def read() -> None:
         try:
             while True:
-                batches.put(pipe.recv_bytes())
+                spool.put(pipe.recv_bytes())
         except (EOFError, OSError):
-            batches.put(None)
+            spool.end()
 
     threading.Thread(target=read, daemon=True).start()
-    while True:
-        data = batches.get()
-        if data is None:
-            raise RuntimeError(f"--jobs worker {k} ended without its results")
-        kind, body = pickle.loads(data)
-        if kind == "items":
-            yield from body
-        elif kind == "done":
-            state.update(body)
-            return
-        else:
-            raise RuntimeError(f"--jobs worker {k} failed:\n{body}")
+    try:
+        while True:
+            data = spool.get()
+            if data is None:
+                raise RuntimeError(f"--jobs worker {k} ended without its results")
+            kind, body = pickle.loads(data)
+            if kind == "items":
+                yield from body
+            elif kind == "done":
+                state.update(body)
+                return
+            else:
+                raise RuntimeError(f"--jobs worker {k} failed:\n{body}")
+    finally:
+        spool.close()
+
+
+class _Spool:
+    """One worker's batches between its pipe's reader and the merge, first in, first out: up to
+    ``size`` bytes in memory, the rest in a temporary file, so that a worker never waits for the
+    merge and memory stays flat. The merge takes a worker's output only in the capture's order,
+    so a worker whose conversations come later (a consumer's, after a producer's) would otherwise
+    stop once its read-ahead is full, until the other worker is done. Once a batch goes to the file,
+    the ones after it follow it there until the file is read up, so the order holds. When the file
+    cannot be written (the disk is full), the reader waits for room instead, as it did before
+    spooling (one batch is always taken, whatever its size)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.memory: deque[bytes] = deque()
+        self.held = 0  # bytes in memory
+        self.file: Any = None  # the spilled batches, each a length and its bytes, read from `read_at`
+        self.spilled = 0  # batches in the file not read yet
+        self.write_at = self.read_at = 0
+        self.ended = self.closed = False
+        self.changed = threading.Condition()
+
+    def put(self, data: bytes) -> None:
+        with self.changed:
+            if self.closed:  # the merge stopped early: nobody reads any more
+                return
+            if self.spilled:  # older batches are in the file: this one goes after them
+                if self._spill(data):
+                    self.changed.notify()
+                    return
+                while self.spilled and not self.closed:  # no disk: wait until the file is read up
+                    self.changed.wait()
+            while self.held and self.held + len(data) > self.size:
+                if self._spill(data):
+                    self.changed.notify()
+                    return
+                self.changed.wait()  # no room and no disk: wait for the merge
+            self.memory.append(data)
+            self.held += len(data)
+            self.changed.notify()
+
+    def _spill(self, data: bytes) -> bool:
+        """Write ``data`` after the file's other batches; False when it cannot be written."""
+        if self.closed:
+            return False
+        try:
+            if self.file is None:
+                self.file = tempfile.TemporaryFile(prefix="streamproto-jobs-")
+            fd = self.file.fileno()
+            os.pwrite(fd, _LENGTH.pack(len(data)) + data, self.write_at)
+        except OSError:
+            return False
+        self.write_at += _LENGTH.size + len(data)
+        self.spilled += 1
+        return True
+
+    def end(self) -> None:
+        with self.changed:
+            self.ended = True
+            self.changed.notify()
+
+    def get(self) -> bytes | None:
+        """The next batch; None once the reader ended and everything was taken."""
+        with self.changed:
+            while not self.memory and not self.spilled and not self.ended:
+                self.changed.wait()
+            if self.memory:
+                data = self.memory.popleft()
+                self.held -= len(data)
+                self.changed.notify()
+                return data
+            if not self.spilled:
+                return None
+            fd = self.file.fileno()
+            (n,) = _LENGTH.unpack(os.pread(fd, _LENGTH.size, self.read_at))
+            data = os.pread(fd, n, self.read_at + _LENGTH.size)
+            self.read_at += _LENGTH.size + n
+            self.spilled -= 1
+            if not self.spilled:  # read up: the file starts again from its beginning
+                self.file.truncate(0)
+                self.write_at = self.read_at = 0
+                self.changed.notify()
+            return data
+
+    def close(self) -> None:
+        with self.changed:
+            self.closed = True
+            self.changed.notify()
+            if self.file is not None:
+                self.file.close()
+                self.file = None
 
 
 def _worker(k: int, n: int, pipe: Pipe, analyzer: Analyzer, paths: list[str], make_display: Callable[[Analyzer], Any],
@@ -196,6 +298,7 @@ def _work(k: int, n: int, pipe: Pipe, analyzer: Analyzer, paths: list[str], make
     take = out.take
 
     seen = 0
+    size = 0  # the batch's characters of text
     # The held events after the last (flush runs only when link is exhausted).
     for ev, links in itertools.chain(linker.link(keyed()), linker.flush()):
         key = keys.popleft()
@@ -207,16 +310,19 @@ def _work(k: int, n: int, pipe: Pipe, analyzer: Analyzer, paths: list[str], make
         if text:
             seq += 1
             batch.append(((*key, seq), isinstance(ev, Frame), text))
+            size += len(text)
         elif shown:
             for frame, t in shown:
                 seq += 1
                 batch.append(((*key, seq), frame, t))
+                size += len(t)
             shown.clear()
         else:
             continue
-        if len(batch) >= BATCH:
+        if len(batch) >= BATCH or size >= BATCH_BYTES:
             pipe.send_bytes(pickle.dumps(("items", batch), pickle.HIGHEST_PROTOCOL))
             batch = []
+            size = 0
     if batch:
         pipe.send_bytes(pickle.dumps(("items", batch), pickle.HIGHEST_PROTOCOL))
     reached[2 * k], reached[2 * k + 1] = analyzer.packets, analyzer.conversations
