@@ -521,6 +521,20 @@ class Display:
         else:
             self.out.stream.write(text)
 
+    def put_run(self, items: Sequence[tuple[Any, bool, str]]) -> None:
+        """:meth:`put` for each of ``items`` (key, frame, text) in turn, in one write where the
+        text goes out as it is (every view but the JSON document): how ``--jobs`` writes a run of
+        one worker's events."""
+        if self.keep is not None or self.format is Format.json:
+            for _key, frame, text in items:
+                self.put(frame, text)
+            return
+        text = "".join([t for _key, _frame, t in items])
+        if self.writer is not None:
+            self.writer.write(text)
+        else:
+            self.out.stream.write(text)
+
     def flush(self) -> None:
         if self.writer is not None:
             self.writer.flush()

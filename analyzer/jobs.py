@@ -21,6 +21,7 @@ takes them (:class:`_Spool`), so a worker never waits for the others.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import heapq
 import io
@@ -64,6 +65,11 @@ class _Text(io.StringIO):
         super().__init__()
         self._tty = tty
         self._encoding = encoding
+        #: What was written since the last take. ``write`` is the list's own append: a view writes
+        #: once or twice per event, and a StringIO's getvalue, seek and truncate per event cost more
+        #: than the writes.
+        self.parts: list[str] = []
+        self.write = self.parts.append  # type: ignore[method-assign,assignment]
 
     def isatty(self) -> bool:
         return self._tty
@@ -73,10 +79,11 @@ class _Text(io.StringIO):
         return self._encoding
 
     def take(self) -> str:
-        text = self.getvalue()
-        if text:
-            self.seek(0)
-            self.truncate()
+        parts = self.parts
+        if not parts:
+            return ""
+        text = parts[0] if len(parts) == 1 else "".join(parts)
+        parts.clear()
         return text
 
 
@@ -108,15 +115,15 @@ def run(jobs: int, analyzer: Analyzer, display: Any, paths: list[str], make_disp
             pipes.append(receive)
             procs.append(proc)
         states: list[dict[str, Any]] = [{} for _ in range(jobs)]
-        put = display.put
+        put_run = display.put_run
 
         def counts() -> tuple[int, int]:
             return min(reached[0::2]), min(reached[1::2])
 
         line = progress(counts) if progress is not None else None
         with line if line is not None else contextlib.nullcontext():
-            for _key, frame, text in heapq.merge(*(_items(p, states[k], k) for k, p in enumerate(pipes))):
-                put(frame, text)
+            for batch, i, j in _runs([_batches(p, states[k], k) for k, p in enumerate(pipes)]):
+                put_run(batch[i:j] if i or j < len(batch) else batch)
         for proc in procs:
             proc.join()
         analyzer.adopt_shards([st["analyzer"] for st in states])
@@ -131,8 +138,45 @@ def run(jobs: int, analyzer: Analyzer, display: Any, paths: list[str], make_disp
             p.close()
 
 
-def _items(pipe: Pipe, state: dict[str, Any], k: int) -> Iterator[Item]:
-    """A worker's keyed texts in order; its closing state into ``state``. A thread takes the
+def _runs(sources: list[Iterator[list[Item]]]) -> Iterator[tuple[list[Item], int, int]]:
+    """The workers' batches merged in the order of their items' keys (each worker's own come in
+    order), as runs ``(batch, i, j)``: ``batch[i:j]`` comes next. Like ``heapq.merge`` of the items,
+    without a step per item: a run is every item of the batch with the smallest head up to the
+    smallest head of the others, found by bisection."""
+    heap: list[tuple[Item, int]] = []
+    current: list[list[Any]] = []  # per source: [batch, position]
+    for k, source in enumerate(sources):
+        batch = next(source, None)
+        current.append([batch, 0])
+        if batch:
+            heap.append((batch[0], k))
+    heapq.heapify(heap)
+    while heap:
+        k = heap[0][1]
+        state = current[k]
+        batch, i = state
+        if len(heap) == 1:
+            j = len(batch)
+        else:
+            # The second smallest head is a child of the root. Items equal to it may go first:
+            # equal items are the same text.
+            other = heap[1][0] if len(heap) == 2 or heap[1] < heap[2] else heap[2][0]
+            j = bisect.bisect_right(batch, other, i)
+        yield batch, i, j
+        if j < len(batch):
+            state[1] = j
+            heapq.heapreplace(heap, (batch[j], k))
+            continue
+        batch = next(sources[k], None)
+        if batch:
+            state[0], state[1] = batch, 0
+            heapq.heapreplace(heap, (batch[0], k))
+        else:
+            heapq.heappop(heap)
+
+
+def _batches(pipe: Pipe, state: dict[str, Any], k: int) -> Iterator[list[Item]]:
+    """A worker's batches of keyed texts in order; its closing state into ``state``. A thread takes the
     worker's batches from its pipe as they come, into a :class:`_Spool`: without it a worker could
     run ahead of the others by no more than a pipe's buffer, and the workers of a capture whose
     conversations take turns (a producer's, then a consumer's) would mostly wait for each other."""
@@ -153,7 +197,7 @@ def _items(pipe: Pipe, state: dict[str, Any], k: int) -> Iterator[Item]:
                 raise RuntimeError(f"--jobs worker {k} ended without its results")
             kind, body = pickle.loads(data)
             if kind == "items":
-                yield from body
+                yield body
             elif kind == "done":
                 state.update(body)
                 return

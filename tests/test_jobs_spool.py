@@ -108,3 +108,24 @@ def test_jobs_write_what_one_process_writes_through_the_file(tmp_path: Path, mon
     assert two.exit_code == 0
     assert two.stdout == one.stdout
     assert len(spilled) > 10
+
+
+@pytest.mark.parametrize("sources", [1, 2, 3, 5])
+def test_runs_give_the_items_in_heapq_merge_order(sources: int) -> None:
+    """The parent's merge of the workers' batches (``_runs``) gives the items in the order
+    ``heapq.merge`` of them does, ties included (equal keys across workers, as timers firing at
+    one packet make), every run from one batch and never empty."""
+    import heapq
+
+    rnd = random.Random(sources)
+    streams = []
+    for _k in range(sources):
+        keys = sorted((rnd.randint(0, 300), rnd.randint(0, 2), 0, 0, n) for n in range(rnd.randint(0, 400)))
+        items = [(key, bool(key[1]), f"{key}") for key in keys]
+        cut = sorted(rnd.sample(range(1, len(items)), min(len(items) - 1, 20))) if len(items) > 1 else []
+        streams.append([items[a:b] for a, b in zip([0, *cut], [*cut, len(items)], strict=True) if items[a:b]])
+    out = []
+    for batch, i, j in jobs._runs([iter(s) for s in streams]):
+        assert 0 <= i < j <= len(batch)
+        out += batch[i:j]
+    assert out == list(heapq.merge(*[sum(s, []) for s in streams]))
