@@ -176,10 +176,11 @@ def _runs(sources: list[Iterator[list[Item]]]) -> Iterator[tuple[list[Item], int
 
 
 def _batches(pipe: Pipe, state: dict[str, Any], k: int) -> Iterator[list[Item]]:
-    """A worker's batches of keyed texts in order; its closing state into ``state``. A thread takes the
-    worker's batches from its pipe as they come, into a :class:`_Spool`: without it a worker could
-    run ahead of the others by no more than a pipe's buffer, and the workers of a capture whose
-    conversations take turns (a producer's, then a consumer's) would mostly wait for each other."""
+    """A worker's batches of keyed texts in order; its closing state into ``state``. A thread
+    takes the batches from the worker's pipe as they come, into a :class:`_Spool`: without it a
+    worker could run ahead of the others by no more than a pipe's buffer, and the workers of a
+    capture whose conversations take turns (a producer's, then a consumer's) would mostly wait for
+    each other."""
     spool = _Spool(READ_AHEAD)
 
     def read() -> None:
