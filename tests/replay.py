@@ -208,9 +208,9 @@ def check_leave_out(dissector: Dissector, rec: Recorded) -> int:
     forgets that direction's segments before the call's (no later frame starts before them):
     each of those frames ends at or after where the call's bytes start. An anchored frame left
     out hands its anchor over in that call's anchors_left_out, which holds no other, and ends in
-    the call's bytes (the engine gives the anchor the call's packet, the frame's last). A gap or tick leaves
-    nothing out (the engine collects the counts after feeds and the end). Returns how many were
-    left out."""
+    the call's bytes (the engine gives the anchor the call's packet, the frame's last). A gap or
+    tick leaves nothing out (the engine collects the counts after feeds and the end). Returns how
+    many were left out."""
     total = 0
     at = {"c2s": 0, "s2c": 0}  # each direction's stream offset where the next call's bytes start
     shown: set[int] = set()  # the anchors of the full run's requests with findings

@@ -186,7 +186,7 @@ def test_a_left_out_frame_named_by_a_later_finding_is_named_by_its_packet(tmp_pa
     # comes, the finding at the end names the publish's packet, as in the full run. The second
     # publish comes in two segments (the framer cuts it from its queue): its anchor is handed over
     # too, and names the packet that ended it.
-    from analyzer.pcapwrite import TcpConversation
+    from analyzer.pcapwrite import TcpConversation, write_capture
     from dissectors.amqp091 import encode as E
 
     conv = TcpConversation(("10.0.0.1", 40000), ("10.0.0.2", 5672))
@@ -199,8 +199,6 @@ def test_a_left_out_frame_named_by_a_later_finding_is_named_by_its_packet(tmp_pa
     second = conv.send("c2s", publish[9:])
     conv.close()
     path = tmp_path / "headless.pcap"
-    from analyzer.pcapwrite import write_capture
-
     write_capture(str(path), [conv])
     full, only = _free_findings(path, False), _free_findings(path, True)
     packets = [conv.segments.index(first[0]) + 1, conv.segments.index(second[0]) + 1]
