@@ -18,7 +18,7 @@ from typing import IO, Any
 
 from analyzer.api import Field, Finding, Frame
 from analyzer.linking import Links
-from analyzer.textsafe import json_text
+from analyzer.textsafe import json_text, printable
 
 #: Bytes of one field value written by default; 0: no limit (``--max-value-size``).
 MAX_VALUE = 1 << 20
@@ -69,7 +69,7 @@ def plain(value: Any, name: str = "") -> Any:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
             return raw.hex()
-        if text.isprintable() or all(c.isprintable() or c in "\r\n\t" for c in text):
+        if printable(text):
             return text
         return raw.hex()
     if isinstance(value, float):

@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 from analyzer.api import Field, Finding, Frame, Severity
 from analyzer.linking import Links
-from analyzer.textsafe import clip, encodable, safe
+from analyzer.textsafe import clip, encodable, printable, safe
 
 SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.NOTE: "cyan"}
 SEVERITY_MARK = {Severity.ERROR: "E", Severity.WARNING: "W", Severity.NOTE: "N"}
@@ -80,7 +80,7 @@ def show_value(f: Field, limit: int = 64) -> str:
         raw = bytes(v)
         try:
             text = raw.decode("utf-8")
-            if all(c.isprintable() or c in "\r\n\t" for c in text):
+            if printable(text):
                 shown = text if len(text) <= limit else text[:limit] + "…"
                 return repr(shown) + (f" ({len(raw)} bytes)" if len(raw) > limit else "")
         except UnicodeDecodeError:

@@ -19,7 +19,7 @@ import analyzer.cli as cli
 from analyzer.api import Category, Connection, Direction, Dissector, Event, Field, Frame, Rule, Severity
 from analyzer.jsonout import JsonWriter, dumps, strict_float
 from analyzer.pcapwrite import TcpConversation, write_capture
-from analyzer.textsafe import json_text, safe
+from analyzer.textsafe import json_text, printable, safe
 
 ATTACKS = [
     b"\x1b[2J\x1b[H",  # clear the screen
@@ -157,6 +157,20 @@ def test_safe_escapes_every_unsafe_code_point_and_only_those():
         assert not (unsafe and c.isprintable()), hex(ord(c))
         assert (safe(c) != c) == unsafe, hex(ord(c))
         assert (safe(f"ok {c} ok") != f"ok {c} ok") == unsafe, hex(ord(c))
+
+
+def test_printable_is_isprintable_but_for_line_breaks_and_tabs():
+    """printable() (bodies and bytes values shown as text or hex) is the character-by-character
+    rule it replaced, on every code point alone and among printable text and layout characters."""
+
+    def rule(text: str) -> bool:
+        return all(c.isprintable() or c in "\r\n\t" for c in text)
+
+    for c in map(chr, range(0x110000)):
+        for text in (c, f"ok {c}\r\n", f"\t{c}{c}ok"):
+            assert printable(text) == rule(text), (hex(ord(c)), text)
+    for text in ("", "\r\n\t", "a\nb\tc\r", "a\x0bb", "\x00", "line\n\x1b[2J", "é\u202e"):
+        assert printable(text) == rule(text), text
 
 
 def test_special_floats_are_strings_and_ordinary_ones_numbers():

@@ -14,6 +14,7 @@ from typing import Any
 from analyzer.api import Direction, Field, Finding, Frame
 from analyzer.jsonout import fields_json, leaves_json, max_value
 from analyzer.jsonout import plain as json_plain
+from analyzer.textsafe import printable
 from dissectors.amqp091 import rules as R
 from dissectors.amqp091.codes import (
     FRAME_MIN_SIZE,
@@ -576,7 +577,7 @@ def _is_text(content_type: str, raw: bytes) -> str | None:
             return None
         # A cut in the middle of a multi-byte character at the display cap.
         text = raw.decode("utf-8", errors="replace")
-    if not textual and not all(c.isprintable() or c in "\r\n\t" for c in text[:256]):
+    if not textual and not printable(text[:256]):
         return None
     return text
 

@@ -22,6 +22,7 @@ from typing import Any, Literal, overload
 from analyzer.api import Direction, Field, Finding, Frame
 from analyzer.jsonout import leaves_json
 from analyzer.jsonout import plain as json_plain
+from analyzer.textsafe import printable
 from dissectors.amqp_fast import rules as R
 from dissectors.amqp_fast.commands import head_layout
 from dissectors.amqp_fast.decode import message_head, message_head_values
@@ -394,6 +395,6 @@ def _preview(body: bytes) -> str:
         text = body[:40].decode("utf-8")
     except UnicodeDecodeError:
         return body[:16].hex(" ") + (" …" if len(body) > 16 else "")
-    if not text.isprintable() and not all(c.isprintable() or c in "\r\n\t" for c in text):
+    if not printable(text):
         return body[:16].hex(" ") + (" …" if len(body) > 16 else "")
     return repr(text) + (" …" if len(body) > 40 else "")
