@@ -29,6 +29,7 @@ NAMES = (
     "amqp091_confirms",
     "amqp091_publish_consume",
     "amqp091_routed_mixed",
+    "amqp091_rpc",
     "rabbitmq_stream_subbatch",
     "iggy_send_poll",
     "amqp_fast_fragmented",
