@@ -1,7 +1,8 @@
-"""The RabbitMQ Stream Publish hot path is the general path, only faster: a differential test.
+"""The RabbitMQ Stream hot path is the general path, only faster: a differential test.
 
 With ``StreamConnection.hot`` False every frame takes the general path (decode the layout into its
-field tree, then every check). The hot path (StreamConnection._hot_publish) must give exactly the
+field tree, then every check). The hot path (StreamConnection._hot_publish, and _hot_request for
+PublishConfirm and Credit) must give exactly the
 same frames, fields, Info lines and findings (tests.replay.normal, which builds the lazy trees) on
 every bundled capture, on mutated variants of them, and on a session of publishes of every shape
 (v1 simple messages, v1 sub-batches plain and gzip, v2 with filter values) with broken variants.
@@ -74,6 +75,41 @@ def publishes() -> Recorded:
     return Recorded("rabbitmq_stream", False, [*calls, ("end", (9.0,))])
 
 
+def consumer() -> Recorded:
+    """A consumer granting credit chunk by chunk while a publisher's confirms come one, several and
+    none at a time (the hot path's PublishConfirm and Credit), then the confirms it must leave to
+    the general path (an id confirmed twice in one frame, an id never published, an unknown
+    publisher), Credits for a subscription never made and of the largest credit, and each command
+    sent the wrong way."""
+    items = E.handshake()
+    items.append((E.C2S, E.request("Subscribe", correlation_id=4, subscription_id=0, stream="s",
+                                   offset_spec={"type": 1}, credit=1)))
+    items.append((E.S2C, E.response("Subscribe", correlation_id=4, response_code=1)))
+    items.append((E.C2S, E.request("DeclarePublisher", correlation_id=5, publisher_id=1, publisher_reference="",
+                                   stream="s")))
+    items.append((E.S2C, E.response("DeclarePublisher", correlation_id=5, response_code=1)))
+    pid = 0
+    for i in range(8):
+        n = i % 3 + 1
+        items.append((E.C2S, E.request("Publish", 1, publisher_id=1, messages=[
+            {"publishing_id": pid + j, "message": b"m%d" % (pid + j)} for j in range(n)])))
+        items.append((E.S2C, E.request("PublishConfirm", publisher_id=1, publishing_ids=list(range(pid, pid + n)))))
+        pid += n
+        items.append((E.S2C, E.deliver(0, E.build_chunk([E.simple_entry(b"d%d" % i)], 1, first_offset=i))))
+        items.append((E.C2S, E.request("Credit", subscription_id=0, credit=1 + i % 2)))
+    items.append((E.S2C, E.request("PublishConfirm", publisher_id=1, publishing_ids=[])))
+    items.append((E.C2S, E.request("Publish", 1, publisher_id=1, messages=[{"publishing_id": pid, "message": b"x"}])))
+    items.append((E.S2C, E.request("PublishConfirm", publisher_id=1, publishing_ids=[pid, pid])))
+    items.append((E.S2C, E.request("PublishConfirm", publisher_id=1, publishing_ids=[pid + 100])))
+    items.append((E.S2C, E.request("PublishConfirm", publisher_id=7, publishing_ids=[1])))
+    items.append((E.C2S, E.request("Credit", subscription_id=9, credit=5)))
+    items.append((E.C2S, E.request("Credit", subscription_id=0, credit=0xFFFF)))
+    items.append((E.C2S, E.request("PublishConfirm", publisher_id=1, publishing_ids=[])))  # the wrong way
+    items.append((E.S2C, E.request("Credit", subscription_id=0, credit=1)))
+    calls = [("feed", (d, data, 1.0 + k * 0.001)) for k, (d, data) in enumerate(items)]
+    return Recorded("rabbitmq_stream", False, [*calls, ("end", (9.0,))])
+
+
 @pytest.mark.parametrize("name", ALL)
 def test_hot_and_general_paths_agree_on_every_capture(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     for rec in R.recordings(str(CAPS / name), "rabbitmq_stream"):
@@ -89,6 +125,23 @@ def test_hot_and_general_paths_agree_on_publishes(monkeypatch: pytest.MonkeyPatc
     assert not [e for e in out if e[0] == "finding"] and not [f for e in out if e[0] == "frame" for f in e[9]]
     for variant in mutants(rec, "stream-hot-publishes", 300, 6):
         both(variant, monkeypatch)
+
+
+def test_hot_and_general_paths_agree_on_confirms_and_credits(monkeypatch: pytest.MonkeyPatch) -> None:
+    rec = consumer()
+    out = both(rec, monkeypatch)
+    ids = [f[1] for e in out if e[0] == "frame" for f in e[9]] + [e[1] for e in out if e[0] == "finding"]
+    assert sorted(ids) == ["rabbitmq_stream.key.wrong_direction"] * 2 + ["rabbitmq_stream.publish.unknown_publishing_id"] * 3
+    for variant in mutants(rec, "stream-hot-consumer", 300, 6):
+        both(variant, monkeypatch)
+
+
+def test_the_hot_path_takes_the_clean_confirms_and_credits() -> None:
+    """The differential test above is only worth something if the hot path runs: the clean
+    PublishConfirms and Credits come back lazy, the others as the general path makes them."""
+    made = [ev for ev in R.events(DISSECTOR, consumer()) if getattr(ev, "command", None) in ("PublishConfirm", "Credit")]
+    lazy = [type(ev) is LazyFrame and ev._build is not None for ev in made]
+    assert lazy == [True] * 16 + [True, False, False, False, True, True, False, False]
 
 
 def test_frames_over_the_negotiated_frame_max_take_the_general_path(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -148,3 +201,27 @@ def test_publish_info_lines_remembered_by_their_octets(monkeypatch: pytest.Monke
     memory.clear()
     memory.update({(3, k.to_bytes(5, "big")): "other" for k in range(C._PUBLISH_INFO_MAX)})  # full
     assert lines() == trees and len(memory) <= C._PUBLISH_INFO_MAX
+
+
+def test_confirm_and_credit_info_lines_remembered_by_their_octets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """quick_request remembers a PublishConfirm's or Credit's Info line by its key, version and the
+    octets the line names (publisher id and count of ids; subscription id and credit): read
+    first, each line is the one its tree gives, with the memory empty, warm, or full of others."""
+    rec = consumer()
+
+    def lines() -> list[str]:
+        return [ev.info for ev in R.events(DISSECTOR, rec)
+                if type(ev) is LazyFrame and ev.command in ("PublishConfirm", "Credit")]
+
+    with monkeypatch.context() as m:
+        m.delitem(QUICK_INFO, C.build_request)  # every line from its tree
+        trees = lines()
+    assert len(trees) == 19 and len(set(trees)) == 8, trees
+    memory: dict = {}
+    monkeypatch.setattr(C, "_REQUEST_INFO", memory)
+    assert lines() == trees  # empty at first, then warm
+    assert len(memory) == 8
+    assert lines() == trees
+    memory.clear()
+    memory.update({k.to_bytes(9, "big"): "other" for k in range(C._REQUEST_INFO_MAX)})  # full
+    assert lines() == trees and len(memory) <= C._REQUEST_INFO_MAX

@@ -3,7 +3,8 @@
 Sans-IO: bytes in through ``feed``/``gap``/``end`` (and capture time through ``tick``), Frames and
 Findings out. A :class:`~dissectors.kit.Framer` per direction cuts frames (uint32 Size + Size
 bytes); decoding is table-driven (:mod:`.layouts`, :mod:`.draft`) except Deliver, and a client's
-Publish is first tried by a hot path that checks it without building its tree (``_hot_publish``);
+Publish, the server's PublishConfirm and the client's Credit are first tried by a hot path that
+checks them without building their trees (``_hot_publish``, ``_hot_request``);
 the dialect is a :class:`~dissectors.kit.Dialect` (:mod:`.dialects`); the handshake is a
 transition table (:mod:`.handshake`); requests and responses are paired by a
 :class:`~dissectors.kit.Correlator`; per-command bookkeeping is the :data:`TRACK` table
@@ -13,6 +14,7 @@ transition table (:mod:`.handshake`); requests and responses are paired by a
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from typing import Any
 
 from analyzer.api import Connection, Direction, Event, Field, Finding, Frame, FrameRef
@@ -35,7 +37,7 @@ from dissectors.rabbitmq_stream.dialects import (
 from dissectors.rabbitmq_stream.handshake import MACHINE, message
 from dissectors.rabbitmq_stream.layouts import RESPONSE_BIT as BIT
 from dissectors.rabbitmq_stream.layouts import Command
-from dissectors.rabbitmq_stream.track import CODED, REMEMBER, TRACK, track_published
+from dissectors.rabbitmq_stream.track import CODED, REMEMBER, TRACK, add_credit, settle_ids, track_published
 from dissectors.schema import DecodeError, Struct
 
 HEAD = struct.Struct(">IHH")
@@ -214,10 +216,18 @@ class StreamConnection(Connection):
         if dia is None:
             dia = self._dialect = DRAFT if version == 0 and key_raw in DRAFT.commands else CURRENT
             self.dialect = dia.name
-        if key_raw == PUBLISH and dia is CURRENT and d is C2S and self.hot:
-            hot = self._hot_publish(piece, data, size, version)
-            if hot is not None:
-                return hot
+        if dia is CURRENT and self.hot:
+            if key_raw == PUBLISH:
+                if d is C2S:
+                    hot = self._hot_publish(piece, data, size, version)
+                    if hot is not None:
+                        return hot
+            else:
+                take = _HOT_TAKE.get(key_raw)
+                if take is not None:
+                    hot = self._hot_request(d, piece, data, size, key_raw, version, take)
+                    if hot is not None:
+                        return hot
         findings: list[Finding] = []
         fields = [Field("size", size, 0, 4), Field("key", key_raw, 4, 2), Field("version", version, 6, 2)]
         frame = Frame(d, piece.offset, len(data), "Unknown", key_raw, "", fields, findings, dia.name, data)
@@ -315,6 +325,31 @@ class StreamConnection(Connection):
         self.hs = nxt
         track_published(self, pid, published)
         frame = LazyFrame(C2S, piece.offset, end, "Publish", PUBLISH, [], data, build_publish, version)
+        frame.dialect = CURRENT.name
+        return frame
+
+    def _hot_request(self, d: Direction, piece: Piece, data: bytes, size: int, key: int, version: int,
+                     take: Callable[[StreamConnection, bytes], bool]) -> LazyFrame | None:
+        """A PublishConfirm or Credit (today's protocol; see _HOT_TAKE) checked without its field
+        tree, as _hot_publish checks a Publish: when none of the general path's checks would speak,
+        the state moves as the general path would move it and the frame comes back lazy; otherwise
+        None, having changed nothing. tests/test_rabbitmq_stream_hotpath.py holds the two paths to
+        each other."""
+        cmd = CURRENT.commands[key]
+        if d != cmd.sender or version not in cmd.requests or size > self.frame_max > 0:
+            return None
+        hs = self.hs
+        if d is C2S and size > PRE_OPEN_FRAME_MAX and hs is not None and hs != "open":
+            return None
+        nxt = hs
+        if hs is not None:
+            nxt, rule = MACHINE.judge(hs, d, cmd.name)
+            if rule is not None:
+                return None
+        if not take(self, data):
+            return None
+        self.hs = nxt
+        frame = LazyFrame(d, piece.offset, len(data), cmd.name, key, [], data, build_request, version)
         frame.dialect = CURRENT.name
         return frame
 
@@ -480,15 +515,9 @@ def _generic(fields: list[Field], command: str, layout: Struct | None, data: byt
 
 
 def build_publish(frame: LazyFrame, version: int) -> tuple[list[Field], str]:
-    """The field tree and Info line of a Publish the hot path took: what the general path makes."""
-    data = frame.data
-    assert data is not None
-    size, key_raw, _version = HEAD.unpack_from(data, 0)
-    fields = [Field("size", size, 0, 4), Field("key", key_raw, 4, 2, f"{key_raw:#06x} Publish"),
-              Field("version", version, 6, 2)]
-    cmd = CURRENT.commands[PUBLISH]
-    _generic(fields, "Publish", cmd.requests[version], data, [])
-    return fields, _info("Publish", cmd.info, {f.name: f for f in fields}, CURRENT, response=False)
+    """The field tree and Info line of a Publish the hot path took (a builder of its own: its Info
+    line has a quick way of its own, quick_publish)."""
+    return build_request(frame, version)
 
 
 #: (version, the publisher id and message count octets) -> quick_publish's line: a producer's
@@ -519,6 +548,74 @@ def _publish_info(data: bytes, version: int) -> str:
 
 
 QUICK_INFO[build_publish] = quick_publish
+
+
+def _take_confirm(c: StreamConnection, data: bytes) -> bool:
+    """A PublishConfirm that decodes cleanly (publisher id, int32 count, that many uint64 ids and
+    nothing after them) and settles only ids awaiting their confirm, each once: settled, True."""
+    end = len(data)
+    if end < 13:
+        return False
+    (count,) = _unpack_i32(data, 9)
+    if count < 0 or 13 + 8 * count != end:
+        return False
+    got = [i for (i,) in U64.iter_unpack(data[13:])]
+    if got:
+        unconfirmed = c.unconfirmed
+        ids = unconfirmed.get(data[8]) if unconfirmed is not None else None
+        if ids is None or len(set(got)) != count or not ids.issuperset(got):
+            return False
+    settle_ids(c, data[8], got)
+    return True
+
+
+def _take_credit(c: StreamConnection, data: bytes) -> bool:
+    """A Credit that decodes cleanly (subscription id, uint16 credit, nothing after): granted, True."""
+    if len(data) != 11:
+        return False
+    add_credit(c, data[8], data[9] << 8 | data[10])
+    return True
+
+
+#: Key -> how the hot path takes a frame of that command (today's protocol, its sender's direction):
+#: the frames a busy producer and consumer exchange besides Publish and Deliver.
+_HOT_TAKE = {0x0003: _take_confirm, 0x0009: _take_credit}
+
+
+def build_request(frame: LazyFrame, version: int) -> tuple[list[Field], str]:
+    """The field tree and Info line of a request the hot path took: what the general path makes."""
+    data = frame.data
+    assert data is not None
+    size, key_raw, _version = HEAD.unpack_from(data, 0)
+    cmd = CURRENT.commands[key_raw]
+    fields = [Field("size", size, 0, 4), Field("key", key_raw, 4, 2, f"{key_raw:#06x} {cmd.name}"),
+              Field("version", version, 6, 2)]
+    _generic(fields, cmd.name, cmd.requests[version], data, [])
+    return fields, _info(cmd.name, cmd.info, {f.name: f for f in fields}, CURRENT, response=False)
+
+
+#: (key, version, the octets its Info line depends on) -> quick_request's line: a connection's
+#: PublishConfirms and Credits repeat their publisher or subscription, count and credit.
+_REQUEST_INFO: dict[bytes, str] = {}
+_REQUEST_INFO_MAX = 1024
+#: Key -> how many octets after the header the Info line depends on (the publisher id and the
+#: count of ids; the subscription id and the credit).
+_INFO_OCTETS = {0x0003: 5, 0x0009: 3}
+
+
+def quick_request(frame: LazyFrame, version: int) -> str:
+    """build_request's Info line without the tree (a PublishConfirm's tree has a field per id),
+    remembered by the octets it depends on."""
+    data = frame.data
+    assert data is not None
+    key = data[4:8 + _INFO_OCTETS[HEAD.unpack_from(data, 0)[1]]]
+    text = _REQUEST_INFO.get(key)
+    if text is None:
+        text = remember(_REQUEST_INFO, key, build_request(frame, version)[1], _REQUEST_INFO_MAX)
+    return text
+
+
+QUICK_INFO[build_request] = quick_request
 
 
 def _deliver(frame: Frame, data: bytes, version: int, dia: Dialect, findings: list[Finding]) -> None:

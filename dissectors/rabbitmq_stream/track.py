@@ -163,7 +163,9 @@ def track_published(c: StreamConnection, pid: Any, published: list[Any]) -> None
             c.tracked += 1
 
 
-def _settle(c: StreamConnection, frame: Frame, pid: Any, got: list[int]) -> None:
+def settle_ids(c: StreamConnection, pid: Any, got: list[int]) -> list[int]:
+    """Publisher ``pid``'s ids ``got`` are settled (confirmed or failed); gives back those that
+    were not awaiting it (the connection's hot path takes a PublishConfirm only when there are none)."""
     unconfirmed = c.unconfirmed
     ids = unconfirmed.get(pid) if unconfirmed is not None else None
     unknown = []
@@ -175,6 +177,11 @@ def _settle(c: StreamConnection, frame: Frame, pid: Any, got: list[int]) -> None
             unknown.append(i)
     if ids is not None and not ids:  # all of the publisher's ids are settled
         _drop(c, "unconfirmed", pid)
+    return unknown
+
+
+def _settle(c: StreamConnection, frame: Frame, pid: Any, got: list[int]) -> None:
+    unknown = settle_ids(c, pid, got)
     if unknown and not c.lossy and c.tracked < MAX_TRACKED:
         shown = ", ".join(map(str, unknown[:5])) + (" …" if len(unknown) > 5 else "")
         frame.findings.append(R.UNKNOWN_PUBLISHING_ID(f"{frame.command} for {len(unknown)} publishing id(s) of "
@@ -277,8 +284,15 @@ def unsubscribe_response(c: StreamConnection, frame: Frame, values: dict[str, Fi
 def credit(c: StreamConnection, frame: Frame, values: dict[str, Field], request: Any, dia: Dialect,
            ts: float) -> None:
     sid, cr = _value(values, "subscription_id"), _value(values, "credit")
+    if sid is not None and cr is not None:
+        add_credit(c, sid, cr)
+
+
+def add_credit(c: StreamConnection, sid: int, cr: int) -> None:
+    """The client grants subscription ``sid`` ``cr`` more chunks; a subscription this connection
+    does not track is left alone (nothing here speaks: the connection's hot path relies on it)."""
     table = c.credit
-    if sid is not None and cr is not None and table is not None and sid in table:
+    if table is not None and sid in table:
         # The server reads the value as signed 16-bit.
         table[sid] += cr - 0x10000 if cr >= 0x8000 else cr
 
