@@ -61,8 +61,8 @@ _LAYOUT = str.maketrans("", "", "\r\n\t")
 def printable(text: str) -> bool:
     """Whether ``text`` can be shown as text (a body, a bytes value) rather than as hex: every
     character printable, line breaks and tabs allowed. Both tests run in C: a test character by
-    character in Python cost 25 µs on a 256-character body without a content type, most of an RPC
-    capture's summary line."""
+    character in Python cost 25 µs on a 256-character body without a content type (a tenth of a
+    summary of RPC traffic)."""
     return text.isprintable() or text.translate(_LAYOUT).isprintable()
 
 
