@@ -10,7 +10,9 @@ every bundled capture, on mutated variants of them, and on a session of publishe
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -189,18 +191,30 @@ def test_publish_info_lines_remembered_by_their_octets(monkeypatch: pytest.Monke
     def lines() -> list[str]:
         return [ev.info for ev in R.events(DISSECTOR, rec) if getattr(ev, "command", None) == "Publish"]
 
-    with monkeypatch.context() as m:
-        m.delitem(QUICK_INFO, C.build_publish)  # every line from its tree
-        trees = lines()
+    trees = remembered_lines(monkeypatch, lines, C.build_publish, "_PUBLISH_INFO", 12,
+                             lambda k: (3, k.to_bytes(5, "big")))
     assert len(set(trees)) == 6 and len(trees) == 12
+
+
+def remembered_lines(monkeypatch: pytest.MonkeyPatch, lines: Callable[[], list[str]], builder: Callable,
+                     memory_name: str, warm: int, other_key: Callable[[int], Any]) -> list[str]:
+    """The Info lines ``lines()`` reads made from the trees (``builder``'s quick way left out),
+    then read with the quick way's memory ``C.<memory_name>`` empty, warm (``warm`` lines in it)
+    and full of other lines (keys from ``other_key``): the same lines each time, and the memory
+    within its bound. Gives back the lines."""
+    with monkeypatch.context() as m:
+        m.delitem(QUICK_INFO, builder)  # every line from its tree
+        trees = lines()
     memory: dict = {}
-    monkeypatch.setattr(C, "_PUBLISH_INFO", memory)
+    monkeypatch.setattr(C, memory_name, memory)
     assert lines() == trees  # empty at first, then warm
-    assert len(memory) == 12
+    assert len(memory) == warm
     assert lines() == trees
     memory.clear()
-    memory.update({(3, k.to_bytes(5, "big")): "other" for k in range(C._PUBLISH_INFO_MAX)})  # full
-    assert lines() == trees and len(memory) <= C._PUBLISH_INFO_MAX
+    limit = getattr(C, memory_name + "_MAX")
+    memory.update({other_key(k): "other" for k in range(limit)})  # full
+    assert lines() == trees and len(memory) <= limit
+    return trees
 
 
 def test_confirm_and_credit_info_lines_remembered_by_their_octets(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -213,15 +227,5 @@ def test_confirm_and_credit_info_lines_remembered_by_their_octets(monkeypatch: p
         return [ev.info for ev in R.events(DISSECTOR, rec)
                 if type(ev) is LazyFrame and ev.command in ("PublishConfirm", "Credit")]
 
-    with monkeypatch.context() as m:
-        m.delitem(QUICK_INFO, C.build_request)  # every line from its tree
-        trees = lines()
+    trees = remembered_lines(monkeypatch, lines, C.build_request, "_REQUEST_INFO", 8, lambda k: k.to_bytes(9, "big"))
     assert len(trees) == 19 and len(set(trees)) == 8, trees
-    memory: dict = {}
-    monkeypatch.setattr(C, "_REQUEST_INFO", memory)
-    assert lines() == trees  # empty at first, then warm
-    assert len(memory) == 8
-    assert lines() == trees
-    memory.clear()
-    memory.update({k.to_bytes(9, "big"): "other" for k in range(C._REQUEST_INFO_MAX)})  # full
-    assert lines() == trees and len(memory) <= C._REQUEST_INFO_MAX
