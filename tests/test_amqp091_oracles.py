@@ -18,7 +18,6 @@ from pamqp import heartbeat as pheartbeat
 from analyzer.api import Field, Frame
 from analyzer.engine import analyze_file
 from dissectors.schema import field_values
-from tests import fresh_python
 
 CAPS = Path(__file__).resolve().parent.parent / "captures" / "amqp091"
 ALL = sorted(p.stem for p in CAPS.glob("*.pcap"))
@@ -99,12 +98,6 @@ KEYS = {  # our argument -> tshark field of the AMQP layer
 
 @cache
 def tshark_pdus(name: str) -> list[dict[str, Any]]:
-    return fresh_python.run("tests.test_amqp091_oracles", "read_tshark_pdus", name)  # type: ignore[no-any-return]
-
-
-def read_tshark_pdus(name: str) -> list[dict[str, Any]]:
-    """Every AMQP PDU tshark shows in the capture (through pyshark; run by tshark_pdus in a new
-    interpreter, see tests/fresh_python.py)."""
     import pyshark
 
     cap = pyshark.FileCapture(str(CAPS / f"{name}.pcap"), display_filter="amqp", keep_packets=False)

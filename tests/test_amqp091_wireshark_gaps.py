@@ -20,7 +20,6 @@ import pytest
 
 from analyzer.api import Field, Finding, Frame, Severity
 from analyzer.engine import analyze_file
-from tests import fresh_python
 
 CAPS = Path(__file__).resolve().parent.parent / "captures" / "amqp091"
 PI_ERROR = 0x00800000  # Wireshark's expert severity "Error"
@@ -55,12 +54,7 @@ def assert_clean(name: str) -> list[Frame]:
 @cache
 def tshark_packets(name: str, decode_as: tuple[tuple[str, str], ...] = ()) -> list[dict[str, Any]]:
     """Per packet: TCP source port, every AMQP PDU (type, class, method, length, experts), malformed
-    marker, TCP reassembled length, and the field-table entries tshark shows (through pyshark, in a
-    new interpreter: see tests/fresh_python.py)."""
-    return fresh_python.run("tests.test_amqp091_wireshark_gaps", "read_tshark_packets", name, decode_as)  # type: ignore[no-any-return]
-
-
-def read_tshark_packets(name: str, decode_as: list[list[str]]) -> list[dict[str, Any]]:
+    marker, TCP reassembled length, and the field-table entries tshark shows."""
     import pyshark
 
     cap = pyshark.FileCapture(str(CAPS / name), display_filter="amqp || _ws.malformed", keep_packets=False,
