@@ -18,6 +18,7 @@ from pamqp import heartbeat as pheartbeat
 from analyzer.api import Field, Frame
 from analyzer.engine import analyze_file
 from dissectors.schema import field_values
+from tests.pyshark_rows import pyshark_rows
 
 CAPS = Path(__file__).resolve().parent.parent / "captures" / "amqp091"
 ALL = sorted(p.stem for p in CAPS.glob("*.pcap"))
@@ -98,6 +99,10 @@ KEYS = {  # our argument -> tshark field of the AMQP layer
 
 @cache
 def tshark_pdus(name: str) -> list[dict[str, Any]]:
+    return pyshark_rows(lambda: _read_pdus(name))  # see tests/pyshark_rows.py
+
+
+def _read_pdus(name: str) -> list[dict[str, Any]]:
     import pyshark
 
     cap = pyshark.FileCapture(str(CAPS / f"{name}.pcap"), display_filter="amqp", keep_packets=False)

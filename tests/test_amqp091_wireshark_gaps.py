@@ -20,6 +20,7 @@ import pytest
 
 from analyzer.api import Field, Finding, Frame, Severity
 from analyzer.engine import analyze_file
+from tests.pyshark_rows import pyshark_rows
 
 CAPS = Path(__file__).resolve().parent.parent / "captures" / "amqp091"
 PI_ERROR = 0x00800000  # Wireshark's expert severity "Error"
@@ -55,6 +56,10 @@ def assert_clean(name: str) -> list[Frame]:
 def tshark_packets(name: str, decode_as: tuple[tuple[str, str], ...] = ()) -> list[dict[str, Any]]:
     """Per packet: TCP source port, every AMQP PDU (type, class, method, length, experts), malformed
     marker, TCP reassembled length, and the field-table entries tshark shows."""
+    return pyshark_rows(lambda: _read_packets(name, decode_as))  # see tests/pyshark_rows.py
+
+
+def _read_packets(name: str, decode_as: tuple[tuple[str, str], ...]) -> list[dict[str, Any]]:
     import pyshark
 
     cap = pyshark.FileCapture(str(CAPS / name), display_filter="amqp || _ws.malformed", keep_packets=False,
