@@ -529,11 +529,8 @@ class Display:
             for _key, frame, text in items:
                 self.put(frame, text)
             return
-        text = "".join([t for _key, _frame, t in items])
-        if self.writer is not None:
-            self.writer.write(text)
-        else:
-            self.out.stream.write(text)
+        # Outside the JSON document put writes a frame's text and a finding's alike.
+        self.put(True, "".join([t for _key, _frame, t in items]))
 
     def flush(self) -> None:
         if self.writer is not None:

@@ -20,9 +20,10 @@ paired ratios over --runs runs), stdout to /dev/null, peak RSS of each child fro
 streamproto runs with --jobs 1 in (a)-(d) when it has the option (tshark uses one core); (b)-(d)
 also run as streamproto runs by default, on every core (``--jobs`` left out: one worker per core
 where the capture's work spreads), each paired with the same tshark run as its one-core twin: the
-issue holds the checks to one core, not the views, and asks that the README say tshark uses one. tshark
-gets ``-d tcp.port==PORT,NAME`` where it has a dissector; tshark 4.0 has none for RabbitMQ Stream,
-Iggy or AMQP/Fast, so there it dissects only down to TCP: those ratios compare against less work.
+issue holds the checks to one core, not the views, and asks that the README say tshark uses one.
+tshark gets ``-d tcp.port==PORT,NAME`` where it has a dissector; tshark 4.0 has none for RabbitMQ
+Stream, Iggy or AMQP/Fast, so there it dissects only down to TCP: those ratios compare against less
+work.
 
 Usage: python bench/vs_tshark.py [NAME ...] [--runs N] [--src DIR] [--json] [--markdown]
                                  [--big | --big-only] [--big-workload NAME] [--work DIR]
