@@ -124,6 +124,56 @@ def busy_session() -> Recorded:
     return Recorded("amqp091", False, calls)
 
 
+def sync_session() -> Recorded:
+    """Synchronous exchanges as a topology script and a basic.get poller make them: declares,
+    binds, deletes and purges answered in order (some pipelined, one with nowait), basic.get
+    answered by get-ok with content and by get-empty, transactions, qos and a consumer, then a
+    reply that answers nothing and one that answers the wrong request."""
+    s = E.Script().handshake(frame_max=4096).open_channel(1).open_channel(2)
+    s.c(E.method("Basic.Qos", 1, prefetch_count=10)).s(E.method("Basic.QosOk", 1))
+    for i in range(6):
+        q = f"q{i}"
+        s.c(E.method("Queue.Declare", 1, queue=q, durable=True, arguments={"x-max-length": 10, "x-queue-type": "classic"}))
+        s.s(E.method("Queue.DeclareOk", 1, queue=q, message_count=i, consumer_count=0))
+        s.c(E.method("Queue.Bind", 1, queue=q, exchange="amq.topic", routing_key=f"k.{i}", arguments={}))
+        s.c(E.method("Exchange.Declare", 2, exchange=f"x{i}", type="fanout"))  # pipelined on another channel
+        s.s(E.method("Queue.BindOk", 1)).s(E.method("Exchange.DeclareOk", 2))
+    s.c(E.method("Queue.Declare", 1, queue="quiet", nowait=True))
+    props = {"content-type": "text/plain", "delivery-mode": 2}
+    for tag in range(1, 5):
+        s.c(E.method("Basic.Get", 1, queue="q1"))
+        s.s(E.message(1, b"got %d" % tag, props, name="Basic.GetOk", delivery_tag=tag, exchange="",
+                      routing_key="q1", message_count=4 - tag))
+        s.c(E.method("Basic.Ack", 1, delivery_tag=tag))
+    s.c(E.method("Basic.Get", 1, queue="q1")).s(E.method("Basic.GetEmpty", 1))
+    s.c(E.method("Tx.Select", 2)).s(E.method("Tx.SelectOk", 2))
+    for _ in range(3):
+        s.c(E.message(2, b"in a transaction", props, exchange="", routing_key="q2"))
+        s.c(E.method("Tx.Commit", 2)).s(E.method("Tx.CommitOk", 2))
+    s.c(E.method("Basic.Consume", 1, queue="q3", consumer_tag="c")).s(E.method("Basic.ConsumeOk", 1, consumer_tag="c"))
+    s.c(E.method("Basic.Cancel", 1, consumer_tag="c")).s(E.method("Basic.CancelOk", 1, consumer_tag="c"))
+    s.c(E.method("Queue.Purge", 1, queue="q1")).s(E.method("Queue.PurgeOk", 1, message_count=0))
+    s.c(E.method("Queue.Delete", 1, queue="q1")).s(E.method("Queue.DeleteOk", 1, message_count=0))
+    s.s(E.method("Queue.DeleteOk", 1, message_count=0))  # answers nothing
+    s.c(E.method("Queue.Unbind", 2, queue="q2", exchange="amq.topic", routing_key="k", arguments={}))
+    s.s(E.method("Exchange.DeleteOk", 2))  # answers the wrong request
+    s.s(E.method("Queue.UnbindOk", 2))
+    s.close((1, 2))
+    calls = [("feed", (d, data, ts)) for d, data, ts in s.steps] + [("end", (s.ts + 1,))]
+    return Recorded("amqp091", False, calls)
+
+
+def test_hot_and_general_paths_agree_on_synchronous_exchanges() -> None:
+    rec = sync_session()
+    out = same(rec)
+    links = [e for e in out if e[0] == "frame" and '"response_time"' in e[8]]
+    assert len(links) >= 40
+    found = [f for e in out if e[0] == "frame" for f in e[9]] + [e for e in out if e[0] == "finding"]
+    assert len(found) == 2, found  # the reply that answers nothing and the one that answers the wrong request
+    for variant in mutants(rec, "sync", 200, 4):
+        same(variant)
+
+
 def mutants(rec: Recorded, seed: str, n: int, most: int) -> Iterator[Recorded]:
     """``n`` mutated variants of ``rec`` (1 to ``most`` edits), from a generator seeded with ``seed``."""
     rng = random.Random(seed)
@@ -167,3 +217,26 @@ def test_the_hot_path_takes_the_busy_frames() -> None:
     finally:
         hotpath._HOT = real
     assert taken > 100
+
+
+def test_the_hot_path_takes_the_synchronous_exchanges(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Of the synchronous session, the general path makes only the connection's and channels'
+    frames and the two replies that need its words."""
+    from collections import Counter
+
+    from dissectors.amqp091.connection import Amqp091Connection
+
+    general: Counter[str] = Counter()
+    real = Amqp091Connection.frame
+
+    def counted(self, d, side, data, offset):  # type: ignore[no-untyped-def]
+        frame = real(self, d, side, data, offset)
+        general[frame.command] += 1
+        return frame
+
+    monkeypatch.setattr(Amqp091Connection, "frame", counted)
+    out = replay(HOT, sync_session())
+    assert sum(1 for e in out if e[0] == "frame") == 107
+    assert {c for c in general if not c.startswith(("Connection.", "Channel.", "ProtocolHeader"))} == {
+        "Queue.DeleteOk", "Exchange.DeleteOk"}
+    assert sum(general.values()) == 19

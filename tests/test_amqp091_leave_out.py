@@ -13,7 +13,7 @@ import pytest
 from dissectors.amqp091 import Amqp091Dissector
 from dissectors.amqp091 import encode as E
 from tests.replay import Recorded, check_leave_out, lean_calls, normal, plain
-from tests.test_amqp091_hotpath import ALL, busy_session, busy_variants, variants
+from tests.test_amqp091_hotpath import ALL, busy_session, busy_variants, mutants, sync_session, variants
 
 DISSECTOR = Amqp091Dissector()
 
@@ -40,6 +40,15 @@ def test_leaving_out_on_a_busy_session() -> None:
     rec = busy_session()
     assert check(rec) > 100  # frames really are left out
     for variant in busy_variants("lean-busy", 100):
+        check(variant)
+
+
+def test_leaving_out_on_synchronous_exchanges() -> None:
+    # Requests awaiting their replies and the replies are given back; the rest of the hot frames
+    # (acks, a nowait declare, the transaction's publishes) are left out.
+    rec = sync_session()
+    assert check(rec) >= 10
+    for variant in mutants(rec, "lean-sync", 100, 4):
         check(variant)
 
 
@@ -86,9 +95,9 @@ def test_a_frame_made_for_a_finding_keeps_what_its_action_wrote(monkeypatch: pyt
         return probed
 
     for table in hotpath._HOT_METHODS.values():
-        for key, (meth, validate, act) in list(table.items()):
+        for key, (meth, validate, act, sync) in list(table.items()):
             if not meth.content:
-                monkeypatch.setitem(table, key, (meth, validate, probe(act)))
+                monkeypatch.setitem(table, key, (meth, validate, probe(act), sync))
     rec = busy_session()
     check(rec)
     shown = [e for call, _ in run(rec, True) for e, _ in call if e[0] == "frame" and e[4] in ("Basic.Ack", "Basic.Nack")]

@@ -467,18 +467,30 @@ class Amqp091Connection(BaseConnection):
             if f is not None:
                 frame.findings.append(f)
 
+    def answers(self, d: str, ch: int, meth: Method) -> list | None:
+        """The outstanding request of the peer on the channel that a reply ``meth`` from ``d``
+        answers (its oldest, kept), or None when it answers none."""
+        entry = self.corr.peek(d, ch)
+        return entry if entry is not None and meth.code in BY_NAME[entry[0]].response_codes else None
+
+    def link_answer(self, d: str, ch: int, entry: list, frame: Frame) -> None:
+        """Settle the request ``entry`` (see answers) with the reply ``frame``: the views link the pair."""
+        self.corr.response(d, ch)
+        dt = self.ts - entry[2]
+        add_computed(frame, "response_time", dt, f"{dt:.6f} s after {entry[0]}")
+        frame.request, frame.latency = entry[1], dt
+
     def _answer(self, d: str, ch: int, meth: Method, frame: Frame) -> None:
         """A reply: it answers the oldest outstanding request of the peer on the channel."""
         corr = self.corr
-        entry = corr.peek(d, ch)
-        if entry is not None and meth.code in BY_NAME[entry[0]].response_codes:
-            corr.response(d, ch)
-            dt = self.ts - entry[2]
-            add_computed(frame, "response_time", dt, f"{dt:.6f} s after {entry[0]}")
-            frame.request, frame.latency = entry[1], dt  # the views link the pair
-        elif corr.forgot(_OTHER[d]):
+        entry = self.answers(d, ch, meth)
+        if entry is not None:
+            self.link_answer(d, ch, entry, frame)
+            return
+        if corr.forgot(_OTHER[d]):
             return  # the oldest requests were forgotten: no telling
-        elif entry is None:
+        entry = corr.peek(d, ch)
+        if entry is None:
             frame.findings.append(R.UNKNOWN_RESPONSE(f"{meth.name} answers no outstanding request"
                                                      + (f" on channel {ch}" if ch else ""), command=meth.name))
         else:

@@ -282,6 +282,36 @@ _METHOD_KEY_MAX = 1024
 _METHODS_SEEN_MAX = 512
 
 
+def _lazy_values(meth: Method, data: bytes, end: int) -> dict[str, Any] | None:
+    """The argument values of a method frame that can be lazy (its layout fits exactly and its
+    tables are clean), read without its tree; None: its tree must say what is wrong."""
+    code = meth.code
+    fast = FAST.get(code)
+    values = fast(data, end) if fast is not None else None
+    if values is None:
+        if _PLAIN[code]:
+            values = _filling_values(meth, data, end)
+        else:
+            parts = _TABLED.get(code)
+            if parts is not None:
+                values = _clean_values(parts, data, end)
+    return values
+
+
+def lazy_values(meth: Method, data: bytes, end: int) -> dict[str, Any] | None:
+    """What method() reads of a frame ``data`` of ``meth`` (bytes, ``end`` where its payload
+    ends) when it makes it lazy, remembered alike: the hot path's reader of the methods that have
+    no fast validator of their own (synchronous requests and replies)."""
+    key = data if len(data) <= _METHOD_KEY_MAX else None
+    known = _METHODS_SEEN.get(key) if key is not None else None
+    if known is not None:
+        return known[1]
+    values = _lazy_values(meth, data, end)
+    if values is not None and key is not None:
+        remember(_METHODS_SEEN, key, (meth, values), _METHODS_SEEN_MAX)
+    return values
+
+
 def method(d: Direction, data: bytes, ch: int, size: int, offset: int,
            findings: list[Finding]) -> tuple[Frame, Method | None, dict[str, Any] | None]:
     """A method frame: (frame, its method or None when unknown/truncated, its argument values).
@@ -299,15 +329,7 @@ def method(d: Direction, data: bytes, ch: int, size: int, offset: int,
         code = cid << 16 | mid
         meth = METHODS.get(code)
         if meth is not None:
-            fast = FAST.get(code)
-            values = fast(data, end) if fast is not None else None
-            if values is None:
-                if _PLAIN[code]:
-                    values = _filling_values(meth, data, end)
-                else:
-                    parts = _TABLED.get(code)
-                    if parts is not None:
-                        values = _clean_values(parts, data, end)
+            values = _lazy_values(meth, data, end)
             if values is not None:
                 if key is not None:
                     remember(_METHODS_SEEN, key, (meth, values), _METHODS_SEEN_MAX)

@@ -1,5 +1,6 @@
-"""The hot path: the frames of a busy connection (publish/deliver + content header + body, and
-acks, on open channels) checked with a few comparisons against the steady state.
+"""The hot path: the frames of a busy connection (publish/deliver + content header + body, acks,
+and the requests and replies of synchronous exchanges, on open channels) checked with a few
+comparisons against the steady state.
 
 Each function here runs the same checks as the general path (``Amqp091Connection.frame``) but
 decides them from the state directly: when every check passes it builds the (lazy) frame and
@@ -11,6 +12,7 @@ variants through both, ``Amqp091Connection(hot=False)`` being the general path a
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from analyzer.api import Direction, Event, FrameRef
@@ -25,6 +27,7 @@ from dissectors.amqp091.decode import (
     build_method,
     complete,
     header_info,
+    lazy_values,
 )
 from dissectors.amqp091.fast import FAST
 from dissectors.amqp091.framing import KNOWN_TYPES, Side
@@ -95,12 +98,29 @@ def _hot_method(conn: Amqp091Connection, d: Direction, data: bytes, pos: int, st
     content = conn.content_c2s if d is C2S else conn.content_s2c
     if content is not None and (ch in content.awaiting or ch in content.body):
         return 0
-    meth, validate, act = hot
+    meth, validate, act, sync = hot
     raw = data[pos:stop]
     values = validate(raw, 7 + size)
     if values is None:
         return 0
-    if conn.leave_out:
+    answers = None
+    asks = False
+    if sync:
+        # A synchronous exchange: the request is remembered and the reply settles it as the
+        # general path does (Amqp091Connection._request, answers, link_answer); a reply that
+        # answers nothing and a request past the correlator's limit need its words.
+        if sync == _REPLY:
+            answers = conn.answers(d, ch, meth)
+            if answers is None:
+                return 0
+        elif not (meth.has_nowait and values.get("nowait")):
+            corr = conn.corr
+            if corr.outstanding(d) >= corr.limit:
+                return 0
+            asks = True
+    # A findings-only run is given back a request awaiting its reply (the views hold it until the
+    # reply names it) and the reply (its request may have findings that show it).
+    if conn.leave_out and not asks and answers is None:
         # A findings-only run gives the method only when its action found something; else it is
         # counted, not made, and so are its content frames (_hot_content). When its content does
         # not follow whole in this segment, the content header due points at it: its anchor goes
@@ -136,6 +156,10 @@ def _hot_method(conn: Amqp091Connection, d: Direction, data: bytes, pos: int, st
         return stop
     frame = LazyFrame(d, base + pos, size + 8, meth.name, meth.code, [], raw, build_method, meth)
     out.append(frame)
+    if answers is not None:
+        conn.link_answer(d, ch, answers, frame)
+    elif asks:
+        conn._request(d, ch, meth, values, frame)
     extra = act(conn, d, ch, meth, values, frame)
     if extra:
         frame._info_extra = extra
@@ -285,17 +309,30 @@ _HOT = (_not_hot, _hot_method, _hot_header, _hot_body, _not_hot, _not_hot, _not_
 #: connection's bytes are fed to the end before another's).
 _SCRATCH = LazyFrame(C2S, 0, 0, "", None, [], b"", build_method, None)
 
-#: Per sender: (class id, method id) -> (method, layout check, action) of the methods the hot path
-#: takes: those none of whose own checks can fire on an open channel (not obsolete, no reply code,
-#: neither request nor reply of a synchronous exchange, not of class connection/channel). Which
-#: methods qualify is data (FAST and the method table); the differential test proves the rest.
-_HOT_METHODS: dict[Direction, dict[tuple[int, int], tuple[Method, Any, Any]]] = {Direction.C2S: {}, Direction.S2C: {}}
-for _code, _validate in FAST.items():
-    _meth = METHODS[_code]
-    if (_meth.note or _meth.responses or _code in RESPONSE_CODES or _meth.class_id <= 20
-            or any(f.name == "reply_code" for f in _meth.layout.fields)):
+#: What a hot method is in a synchronous exchange (the fourth item of its _HOT_METHODS entry).
+_NOT_SYNC, _REQUEST, _REPLY = 0, 1, 2
+
+
+def _no_action(conn: Amqp091Connection, d: Direction, ch: int, meth: Method, values: dict[str, Any],
+               frame: Any) -> str:
+    return ""
+
+
+#: Per sender: (class id, method id) -> (method, layout check, action, _NOT_SYNC/_REQUEST/_REPLY)
+#: of the methods the hot path takes: those none of whose own checks can fire on an open channel
+#: (not obsolete, no reply code, not of class connection/channel; a synchronous request or reply
+#: is taken only when the correlator has nothing to say of it). Which methods qualify is data (the
+#: method table; FAST's validators where a method has one, else the lazy frames' values reader);
+#: the differential test proves the rest.
+_HOT_METHODS: dict[Direction, dict[tuple[int, int], tuple[Method, Any, Any, int]]] = {
+    Direction.C2S: {}, Direction.S2C: {}}
+for _code, _meth in METHODS.items():
+    if _meth.note or _meth.class_id <= 20 or any(f.name == "reply_code" for f in _meth.layout.fields):
         continue
+    _validate = FAST.get(_code) or partial(lazy_values, _meth)
+    _sync = _REPLY if _code in RESPONSE_CODES else _REQUEST if _meth.responses else _NOT_SYNC
     for _d in (Direction.C2S, Direction.S2C):
         if _meth.direction in ("both", _d):
-            _HOT_METHODS[_d][_meth.class_id, _meth.method_id] = (_meth, _validate, ACTIONS[_code])
-del _code, _validate, _meth, _d
+            _HOT_METHODS[_d][_meth.class_id, _meth.method_id] = (_meth, _validate, ACTIONS.get(_code, _no_action),
+                                                                  _sync)
+del _code, _validate, _meth, _d, _sync
