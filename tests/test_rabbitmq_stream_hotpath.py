@@ -2,7 +2,7 @@
 
 With ``StreamConnection.hot`` False every frame takes the general path (decode the layout into its
 field tree, then every check). The hot path (StreamConnection._hot_publish, and _hot_request for
-PublishConfirm and Credit) must give exactly the
+PublishConfirm, Credit and Deliver) must give exactly the
 same frames, fields, Info lines and findings (tests.replay.normal, which builds the lazy trees) on
 every bundled capture, on mutated variants of them, and on a session of publishes of every shape
 (v1 simple messages, v1 sub-batches plain and gzip, v2 with filter values) with broken variants.
@@ -110,6 +110,65 @@ def consumer() -> Recorded:
     items.append((E.S2C, E.request("Credit", subscription_id=0, credit=1)))
     calls = [("feed", (d, data, 1.0 + k * 0.001)) for k, (d, data) in enumerate(items)]
     return Recorded("rabbitmq_stream", False, [*calls, ("end", (9.0,))])
+
+
+def deliveries() -> Recorded:
+    """Chunks of every shape a consumer is delivered, with credit granted chunk by chunk (the hot
+    path's Deliver): v1 and v2, simple entries and sub-batches (plain and gzip), tracking chunks,
+    a trailer, an empty chunk; then the ones it must leave to the general path: a bad CRC, a bad
+    magic, an unknown chunk type, entries and records the header miscounts, a data length past
+    the frame, a trailer of the wrong length, a chunk without credit left, after a Credit that made
+    it negative, and for a subscription never made."""
+    items = E.handshake()
+    items.append((E.C2S, E.request("Subscribe", correlation_id=4, subscription_id=0, stream="s",
+                                   offset_spec={"type": 1}, credit=1)))
+    items.append((E.S2C, E.response("Subscribe", correlation_id=4, response_code=1)))
+    simple = [E.simple_entry(b"m%d" % i * (1 + i)) for i in range(5)]
+    batches = [E.sub_batch_entry([b"a", b"bb", b"ccc"]), E.sub_batch_entry([b"x" * 40] * 4, compression=1)]
+    clean = [E.build_chunk(simple, 5, 0), E.build_chunk(batches, 7, 5), E.build_chunk(simple[:2], 2, 12, chunk_type=1),
+             E.build_chunk(simple[:1], 1, 14, chunk_type=2, trailer=b"tr"), E.build_chunk([], 0, 15),
+             E.build_chunk(simple + batches, 12, 15, bloom_size=3)]
+    for i, chunk in enumerate(clean):
+        items.append((E.S2C, E.deliver(0, chunk, version=1 + i % 2, committed_chunk_id=i)))
+        items.append((E.C2S, E.request("Credit", subscription_id=0, credit=1)))
+    whole = E.build_chunk(simple, 5, 30)
+    broken = [E.build_chunk(simple, 5, 30, crc=1), E.build_chunk(simple, 5, 30, magic=0x51),
+              E.build_chunk(simple, 5, 30, chunk_type=7), E.build_chunk(simple, 5, 30, num_entries=4),
+              E.build_chunk(simple, 6, 30), whole[:-3], E.build_chunk(simple, 5, 30, trailer=b"abc")[:-1]]
+    for chunk in broken:
+        items.append((E.S2C, E.deliver(0, chunk)))
+        items.append((E.C2S, E.request("Credit", subscription_id=0, credit=1)))
+    items.append((E.S2C, E.deliver(0, whole)))
+    items.append((E.S2C, E.deliver(0, whole)))  # no credit left (the last Credit gave one)
+    items.append((E.C2S, E.request("Credit", subscription_id=0, credit=0xFFF0)))  # -16
+    items.append((E.S2C, E.deliver(0, whole)))
+    items.append((E.S2C, E.deliver(3, whole)))  # never subscribed
+    calls = [("feed", (d, data, 1.0 + k * 0.001)) for k, (d, data) in enumerate(items)]
+    return Recorded("rabbitmq_stream", False, [*calls, ("end", (9.0,))])
+
+
+def test_hot_and_general_paths_agree_on_deliveries(monkeypatch: pytest.MonkeyPatch) -> None:
+    rec = deliveries()
+    out = both(rec, monkeypatch)
+    ids = sorted(f[1] for e in out if e[0] == "frame" for f in e[9])
+    assert ids == sorted(["rabbitmq_stream.chunk.crc_mismatch"] + ["rabbitmq_stream.chunk.malformed"] * 7
+                         + ["rabbitmq_stream.deliver.credit_exhausted"] * 2
+                         + ["rabbitmq_stream.deliver.unknown_subscription"]), ids
+    for variant in mutants(rec, "stream-hot-deliveries", 300, 6):
+        both(variant, monkeypatch)
+
+
+def test_the_hot_path_takes_the_clean_deliveries() -> None:
+    made = [ev for ev in R.events(DISSECTOR, deliveries()) if getattr(ev, "command", None) == "Deliver"]
+    lazy = [type(ev) is LazyFrame and ev._build is not None for ev in made]
+    assert lazy == [True] * 6 + [False] * 7 + [True, False, False, False]
+
+
+def test_deliver_info_lines_without_the_tree() -> None:
+    made = [ev for ev in R.events(DISSECTOR, deliveries()) if type(ev) is LazyFrame and ev.command == "Deliver"]
+    quick = [QUICK_INFO[C.build_deliver](ev, ev._ctx) for ev in made]
+    assert quick == [C.build_deliver(ev, ev._ctx)[1] for ev in made]
+    assert "Deliver sub=0 first_offset=12 records=2 type=1" in quick
 
 
 @pytest.mark.parametrize("name", ALL)

@@ -24,7 +24,8 @@ from dissectors.kit.dialect import Dialect
 from dissectors.kit.lazy import QUICK_INFO, LazyFrame
 from dissectors.kit.memo import remember
 from dissectors.rabbitmq_stream import rules as R
-from dissectors.rabbitmq_stream.chunk import ChunkInfo, ChunkProblem, decode_chunk
+from dissectors.rabbitmq_stream.chunk import HEADER as CHUNK_HEADER
+from dissectors.rabbitmq_stream.chunk import ChunkInfo, ChunkProblem, clean_chunk, decode_chunk
 from dissectors.rabbitmq_stream.dialects import (
     CURRENT,
     DIALECTS,
@@ -225,7 +226,7 @@ class StreamConnection(Connection):
             else:
                 take = _HOT_TAKE.get(key_raw)
                 if take is not None:
-                    hot = self._hot_request(d, piece, data, size, key_raw, version, take)
+                    hot = self._hot_request(d, piece, data, size, key_raw, version, *take)
                     if hot is not None:
                         return hot
         findings: list[Finding] = []
@@ -329,12 +330,13 @@ class StreamConnection(Connection):
         return frame
 
     def _hot_request(self, d: Direction, piece: Piece, data: bytes, size: int, key: int, version: int,
-                     take: Callable[[StreamConnection, bytes], bool]) -> LazyFrame | None:
-        """A PublishConfirm or Credit (today's protocol; see _HOT_TAKE) checked without its field
-        tree, as _hot_publish checks a Publish: when none of the general path's checks would speak,
-        the state moves as the general path would move it and the frame comes back lazy; otherwise
-        None, having changed nothing. tests/test_rabbitmq_stream_hotpath.py holds the two paths to
-        each other."""
+                     take: Callable[[StreamConnection, bytes], bool],
+                     build: Callable[[LazyFrame, int], tuple[list[Field], str]]) -> LazyFrame | None:
+        """A PublishConfirm, Credit or Deliver (today's protocol; see _HOT_TAKE) checked without
+        its field tree, as _hot_publish checks a Publish: when none of the general path's checks
+        would speak, the state moves as the general path would move it and the frame comes back
+        lazy (``build`` makes its tree); otherwise None, having changed nothing.
+        tests/test_rabbitmq_stream_hotpath.py holds the two paths to each other."""
         cmd = CURRENT.commands[key]
         if d != cmd.sender or version not in cmd.requests or size > self.frame_max > 0:
             return None
@@ -349,7 +351,7 @@ class StreamConnection(Connection):
         if not take(self, data):
             return None
         self.hs = nxt
-        frame = LazyFrame(d, piece.offset, len(data), cmd.name, key, [], data, build_request, version)
+        frame = LazyFrame(d, piece.offset, len(data), cmd.name, key, [], data, build, version)
         frame.dialect = CURRENT.name
         return frame
 
@@ -577,9 +579,46 @@ def _take_credit(c: StreamConnection, data: bytes) -> bool:
     return True
 
 
-#: Key -> how the hot path takes a frame of that command (today's protocol, its sender's direction):
-#: the frames a busy producer and consumer exchange besides Publish and Deliver.
-_HOT_TAKE = {0x0003: _take_confirm, 0x0009: _take_credit}
+def _take_deliver(c: StreamConnection, data: bytes) -> bool:
+    """A Deliver (version 1 or 2: its low octet says which) to a subscription with credit left,
+    whose chunk decodes cleanly (chunk.clean_chunk): the credit spent, True."""
+    end = len(data)
+    pos = 17 if data[7] == 2 else 9
+    if end < pos:
+        return False
+    table = c.credit
+    sub = data[8]
+    left = table.get(sub) if table is not None else None
+    if left is None or left < 1 or clean_chunk(data, pos, end) is None:  # a Credit may make it negative
+        return False
+    table[sub] = left - 1  # type: ignore[index]
+    return True
+
+
+def build_deliver(frame: LazyFrame, version: int) -> tuple[list[Field], str]:
+    """The field tree and Info line of a Deliver the hot path took: what the general path makes."""
+    data = frame.data
+    assert data is not None
+    size, key_raw, _version = HEAD.unpack_from(data, 0)
+    fields = [Field("size", size, 0, 4), Field("key", key_raw, 4, 2, f"{key_raw:#06x} Deliver"),
+              Field("version", version, 6, 2)]
+    made = Frame(frame.direction, frame.offset, len(data), "Deliver", key_raw, "", fields, [], CURRENT.name, data)
+    _deliver(made, data, version, CURRENT, made.findings)
+    return made.fields, made.info
+
+
+def quick_deliver(frame: LazyFrame, version: int) -> str:
+    """build_deliver's Info line without the tree, from the chunk header."""
+    data = frame.data
+    assert data is not None
+    pos = 17 if version == 2 else 9
+    _magic, ctype, _n_entries, records, _ts, _epoch, first, *_rest = CHUNK_HEADER.unpack_from(data, pos)
+    info = f"Deliver sub={data[8]} first_offset={first} records={records}"
+    return f"{info} type={ctype}" if ctype else info
+
+
+QUICK_INFO[build_deliver] = quick_deliver
+
 
 
 def build_request(frame: LazyFrame, version: int) -> tuple[list[Field], str]:
@@ -616,6 +655,12 @@ def quick_request(frame: LazyFrame, version: int) -> str:
 
 
 QUICK_INFO[build_request] = quick_request
+
+#: Key -> how the hot path takes a frame of that command (today's protocol, its sender's direction)
+#: and makes its tree: the frames a busy producer and consumer exchange besides Publish.
+_HOT_TAKE: dict[int, tuple[Callable[[StreamConnection, bytes], bool], Callable[[LazyFrame, int], tuple[list[Field], str]]]] = {
+    0x0003: (_take_confirm, build_request), 0x0009: (_take_credit, build_request), 0x0008: (_take_deliver, build_deliver)}
+assert not CURRENT.has(INT32_SUBSCRIPTION)  # _take_deliver reads a uint8 subscription id
 
 
 def _deliver(frame: Frame, data: bytes, version: int, dia: Dialect, findings: list[Finding]) -> None:
