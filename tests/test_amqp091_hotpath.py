@@ -127,8 +127,9 @@ def busy_session() -> Recorded:
 def sync_session() -> Recorded:
     """Synchronous exchanges as a topology script and a basic.get poller make them: declares,
     binds, deletes and purges answered in order (some pipelined, one with nowait), basic.get
-    answered by get-ok with content and by get-empty, transactions, qos and a consumer, then a
-    reply that answers nothing and one that answers the wrong request."""
+    answered by get-ok with content and by get-empty, a mandatory publish returned (a reply code
+    the hot path judges), transactions, qos and a consumer, then a reply that answers nothing and
+    one that answers the wrong request."""
     s = E.Script().handshake(frame_max=4096).open_channel(1).open_channel(2)
     s.c(E.method("Basic.Qos", 1, prefetch_count=10)).s(E.method("Basic.QosOk", 1))
     for i in range(6):
@@ -146,6 +147,9 @@ def sync_session() -> Recorded:
                       routing_key="q1", message_count=4 - tag))
         s.c(E.method("Basic.Ack", 1, delivery_tag=tag))
     s.c(E.method("Basic.Get", 1, queue="q1")).s(E.method("Basic.GetEmpty", 1))
+    s.c(E.message(1, b"unroutable", props, exchange="", routing_key="nowhere", mandatory=True))
+    s.s(E.message(1, b"unroutable", props, name="Basic.Return", reply_code=312, reply_text="NO_ROUTE", exchange="",
+                  routing_key="nowhere"))
     s.c(E.method("Tx.Select", 2)).s(E.method("Tx.SelectOk", 2))
     for _ in range(3):
         s.c(E.message(2, b"in a transaction", props, exchange="", routing_key="q2"))
@@ -169,7 +173,9 @@ def test_hot_and_general_paths_agree_on_synchronous_exchanges() -> None:
     links = [e for e in out if e[0] == "frame" and '"response_time"' in e[8]]
     assert len(links) >= 40
     found = [f for e in out if e[0] == "frame" for f in e[9]] + [e for e in out if e[0] == "finding"]
-    assert len(found) == 2, found  # the reply that answers nothing and the one that answers the wrong request
+    # The returned message, the reply that answers nothing and the one that answers the wrong request.
+    assert sorted(f[1] for f in found) == ["amqp091.correlation.mismatch", "amqp091.correlation.unknown_response",
+                                          "amqp091.reply.returned"], found
     for variant in mutants(rec, "sync", 200, 4):
         same(variant)
 
@@ -236,7 +242,7 @@ def test_the_hot_path_takes_the_synchronous_exchanges(monkeypatch: pytest.Monkey
 
     monkeypatch.setattr(Amqp091Connection, "frame", counted)
     out = replay(HOT, sync_session())
-    assert sum(1 for e in out if e[0] == "frame") == 107
+    assert sum(1 for e in out if e[0] == "frame") == 113
     assert {c for c in general if not c.startswith(("Connection.", "Channel.", "ProtocolHeader"))} == {
         "Queue.DeleteOk", "Exchange.DeleteOk"}
     assert sum(general.values()) == 19

@@ -95,9 +95,9 @@ def test_a_frame_made_for_a_finding_keeps_what_its_action_wrote(monkeypatch: pyt
         return probed
 
     for table in hotpath._HOT_METHODS.values():
-        for key, (meth, validate, act, sync) in list(table.items()):
+        for key, (meth, validate, act, *flags) in list(table.items()):
             if not meth.content:
-                monkeypatch.setitem(table, key, (meth, validate, probe(act), sync))
+                monkeypatch.setitem(table, key, (meth, validate, probe(act), *flags))
     rec = busy_session()
     check(rec)
     shown = [e for call, _ in run(rec, True) for e, _ in call if e[0] == "frame" and e[4] in ("Basic.Ack", "Basic.Nack")]

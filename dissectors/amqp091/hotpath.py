@@ -98,7 +98,7 @@ def _hot_method(conn: Amqp091Connection, d: Direction, data: bytes, pos: int, st
     content = conn.content_c2s if d is C2S else conn.content_s2c
     if content is not None and (ch in content.awaiting or ch in content.body):
         return 0
-    meth, validate, act, sync = hot
+    meth, validate, act, sync, coded = hot
     raw = data[pos:stop]
     values = validate(raw, 7 + size)
     if values is None:
@@ -129,6 +129,8 @@ def _hot_method(conn: Amqp091Connection, d: Direction, data: bytes, pos: int, st
         # made takes them.
         scratch = _SCRATCH
         try:
+            if coded:
+                conn._reply_code(meth, values, scratch.findings)
             extra = act(conn, d, ch, meth, values, scratch)
             findings, computed = scratch.findings, scratch._extra
         finally:
@@ -156,6 +158,8 @@ def _hot_method(conn: Amqp091Connection, d: Direction, data: bytes, pos: int, st
         return stop
     frame = LazyFrame(d, base + pos, size + 8, meth.name, meth.code, [], raw, build_method, meth)
     out.append(frame)
+    if coded:
+        conn._reply_code(meth, values, frame.findings)
     if answers is not None:
         conn.link_answer(d, ch, answers, frame)
     elif asks:
@@ -318,21 +322,23 @@ def _no_action(conn: Amqp091Connection, d: Direction, ch: int, meth: Method, val
     return ""
 
 
-#: Per sender: (class id, method id) -> (method, layout check, action, _NOT_SYNC/_REQUEST/_REPLY)
-#: of the methods the hot path takes: those none of whose own checks can fire on an open channel
-#: (not obsolete, no reply code, not of class connection/channel; a synchronous request or reply
-#: is taken only when the correlator has nothing to say of it). Which methods qualify is data (the
-#: method table; FAST's validators where a method has one, else the lazy frames' values reader);
-#: the differential test proves the rest.
-_HOT_METHODS: dict[Direction, dict[tuple[int, int], tuple[Method, Any, Any, int]]] = {
+#: Per sender: (class id, method id) -> (method, layout check, action, _NOT_SYNC/_REQUEST/_REPLY,
+#: whether it has a reply code) of the methods the hot path takes: those none of whose own checks
+#: can fire on an open channel (not obsolete, not of class connection/channel; a synchronous
+#: request or reply is taken only when the correlator has nothing to say of it; a reply code, as
+#: Basic.Return's, is judged by the general path's own _reply_code). Which methods qualify is data
+#: (the method table; FAST's validators where a method has one, else the lazy frames' values
+#: reader); the differential test proves the rest.
+_HOT_METHODS: dict[Direction, dict[tuple[int, int], tuple[Method, Any, Any, int, bool]]] = {
     Direction.C2S: {}, Direction.S2C: {}}
 for _code, _meth in METHODS.items():
-    if _meth.note or _meth.class_id <= 20 or any(f.name == "reply_code" for f in _meth.layout.fields):
+    if _meth.note or _meth.class_id <= 20:
         continue
     _validate = FAST.get(_code) or partial(lazy_values, _meth)
     _sync = _REPLY if _code in RESPONSE_CODES else _REQUEST if _meth.responses else _NOT_SYNC
+    _coded = any(f.name == "reply_code" for f in _meth.layout.fields)
     for _d in (Direction.C2S, Direction.S2C):
         if _meth.direction in ("both", _d):
             _HOT_METHODS[_d][_meth.class_id, _meth.method_id] = (_meth, _validate, ACTIONS.get(_code, _no_action),
-                                                                  _sync)
-del _code, _validate, _meth, _d, _sync
+                                                                  _sync, _coded)
+del _code, _validate, _meth, _d, _sync, _coded
