@@ -56,6 +56,9 @@ RESYNC_WINDOW = 256 << 10
 PRE_OPEN_FRAME_MAX = 8192
 #: Responses that move the handshake: command -> event (SaslAuthenticate only when OK).
 RESPONSE_EVENTS = {"Tune": "Tune", "SaslAuthenticate": "SaslAuthenticateOk"}
+#: What the hot path gives for a frame a findings-only run leaves out (see _rebuild), having done
+#: the rest.
+LEFT_OUT: Any = object()
 
 
 @plain_state
@@ -88,9 +91,11 @@ class StreamConnection(Connection):
     # established connection's state is kept to about a kilobyte.
     __slots__ = ("midstream", "dialect", "framer_c2s", "framer_s2c", "lossy", "hs", "broker_version", "server_frame_max",
                  "server_tune_ref", "frame_max", "heartbeat", "silence", "closed", "corr", "publishers", "unconfirmed",
-                 "tracked", "credit", "sub_stream", "gone", "_dialect")
-    #: Rebuilt by ``_rebuild`` after a resume: the dialect object.
-    TRANSIENT = ("_dialect",)
+                 "tracked", "credit", "sub_stream", "gone", "_dialect", "leave_out", "frames_left_out",
+                 "anchors_left_out", "fed_at", "given")
+    #: Rebuilt by ``_rebuild`` after a resume: the dialect object; and what belongs to the run, not
+    #: the conversation (the engine asks again when it resumes one: leave_out_plain_frames).
+    TRANSIENT = ("_dialect", "leave_out", "frames_left_out", "anchors_left_out", "fed_at", "given")
     #: False: every frame takes the general path (the hot path's reference, for the differential test).
     hot = True
 
@@ -132,6 +137,20 @@ class StreamConnection(Connection):
 
     def _rebuild(self) -> None:
         self._dialect: Dialect | None = DIALECTS.get(self.dialect) if self.dialect else None
+        #: A findings-only run (leave_out_plain_frames): a frame the hot path took (nothing wrong
+        #: with it, nothing points at it) is counted in frames_left_out, not made, when it ends in
+        #: the bytes of the call (fed_at: where they start) and a frame given back already told the
+        #: engine the dialect (given).
+        self.leave_out = False
+        self.frames_left_out = 0
+        self.anchors_left_out: list[FrameRef] | None = None
+        self.fed_at = 0
+        self.given = False
+
+    def leave_out_plain_frames(self) -> bool:
+        self.leave_out = True
+        self.anchors_left_out = []
+        return True
 
     # ------------------------------------------------------------------ sans-IO entry points
     def feed(self, direction: Direction, data: bytes, ts: float) -> list[Event]:
@@ -140,19 +159,37 @@ class StreamConnection(Connection):
         if silence is not None and silence.interval > 0:
             out.extend(silence.due(ts, R.HEARTBEAT_SILENCE))
         framer = self.framer_c2s if direction == "c2s" else self.framer_s2c
-        last: Frame | None = None
+        last: Frame | Piece | None = None
+        if self.leave_out:
+            q = framer.queue
+            self.fed_at = q.offset + len(q)
         for item in framer.cut(data, framer.measure, self._resync, R.JUNK):
             if type(item) is Piece:
-                last = self._frame(direction, item, ts)
-                out.append(last)
+                frame = self._frame(direction, item, ts)
+                if frame is LEFT_OUT:
+                    self.frames_left_out += 1
+                    last = item
+                    continue
+                last = frame
+                out.append(frame)
+                self.given = True
             else:
                 out.append(item)  # type: ignore[arg-type]
         silence = self.silence  # these frames may have negotiated heartbeats or closed the connection
         if silence is not None:
-            silence.seen(direction, ts, last.anchor() if last is not None else None)
+            silence.seen(direction, ts, self._anchor(direction, last) if last is not None else None)
         elif last is not None and direction == "s2c" and self.server_tune_ref is not None:
-            self.server_tune_ref = last.anchor()
+            self.server_tune_ref = self._anchor(direction, last)
         return out
+
+    def _anchor(self, d: Direction, last: Frame | Piece) -> FrameRef:
+        """The anchor of a call's last frame; of one left out, handed to the engine (it ends in
+        the call's bytes, so the engine gives it the call's packet, as it would the frame's)."""
+        if type(last) is not Piece:
+            return last.anchor()  # type: ignore[union-attr]
+        ref = FrameRef.of(d, last.offset)
+        self.anchors_left_out.append(ref)  # type: ignore[union-attr]  # a list once leave_out is set
+        return ref
 
     def gap(self, direction: Direction, length: int, ts: float) -> list[Event]:
         (self.framer_c2s if direction == "c2s" else self.framer_s2c).lost(length)
@@ -299,8 +336,9 @@ class StreamConnection(Connection):
     def _hot_publish(self, piece: Piece, data: bytes, size: int, version: int) -> LazyFrame | None:
         """A Publish from the client (today's protocol) checked without its field tree: when none
         of the general path's checks would speak, the state moves as the general path would move
-        it and the frame comes back lazy (the tree and Info line are built if a view asks);
-        otherwise None, having changed nothing, and the general path says what is wrong.
+        it and the frame comes back lazy (the tree and Info line are built if a view asks), or
+        LEFT_OUT in a findings-only run (see _rebuild); otherwise None, having changed nothing,
+        and the general path says what is wrong.
         tests/test_rabbitmq_stream_hotpath.py holds the two paths to each other."""
         layout = CURRENT.commands[PUBLISH].requests.get(version)  # publisher_id, then the entries
         if layout is None:
@@ -325,6 +363,8 @@ class StreamConnection(Connection):
             return None
         self.hs = nxt
         track_published(self, pid, published)
+        if self.leave_out and self.given and piece.offset + end > self.fed_at:
+            return LEFT_OUT
         frame = LazyFrame(C2S, piece.offset, end, "Publish", PUBLISH, [], data, build_publish, version)
         frame.dialect = CURRENT.name
         return frame
@@ -335,7 +375,8 @@ class StreamConnection(Connection):
         """A PublishConfirm, Credit or Deliver (today's protocol; see _HOT_TAKE) checked without
         its field tree, as _hot_publish checks a Publish: when none of the general path's checks
         would speak, the state moves as the general path would move it and the frame comes back
-        lazy (``build`` makes its tree); otherwise None, having changed nothing.
+        lazy (``build`` makes its tree) or LEFT_OUT as from _hot_publish; otherwise None, having
+        changed nothing.
         tests/test_rabbitmq_stream_hotpath.py holds the two paths to each other."""
         cmd = CURRENT.commands[key]
         if d != cmd.sender or version not in cmd.requests or size > self.frame_max > 0:
@@ -351,6 +392,8 @@ class StreamConnection(Connection):
         if not take(self, data):
             return None
         self.hs = nxt
+        if self.leave_out and self.given and piece.offset + len(data) > self.fed_at:
+            return LEFT_OUT
         frame = LazyFrame(d, piece.offset, len(data), cmd.name, key, [], data, build, version)
         frame.dialect = CURRENT.name
         return frame
