@@ -302,7 +302,7 @@ def lazy_values(meth: Method, data: bytes, end: int) -> dict[str, Any] | None:
     """What method() reads of a frame ``data`` of ``meth`` (bytes, ``end`` where its payload
     ends) when it makes it lazy, remembered alike: the hot path's reader of the methods that have
     no fast validator of their own (synchronous requests and replies)."""
-    key = data if len(data) <= _METHOD_KEY_MAX else None
+    key = data if type(data) is bytes and len(data) <= _METHOD_KEY_MAX else None
     known = _METHODS_SEEN.get(key) if key is not None else None
     if known is not None:
         return known[1]
@@ -329,10 +329,8 @@ def method(d: Direction, data: bytes, ch: int, size: int, offset: int,
         code = cid << 16 | mid
         meth = METHODS.get(code)
         if meth is not None:
-            values = _lazy_values(meth, data, end)
+            values = lazy_values(meth, data, end)
             if values is not None:
-                if key is not None:
-                    remember(_METHODS_SEEN, key, (meth, values), _METHODS_SEEN_MAX)
                 return LazyFrame(d, offset, len(data), meth.name, code, findings, data, build_method, meth), meth, \
                     values
     fields = head_fields(1, ch, size)

@@ -663,7 +663,6 @@ def quick_deliver(frame: LazyFrame, version: int) -> str:
 QUICK_INFO[build_deliver] = quick_deliver
 
 
-
 def build_request(frame: LazyFrame, version: int) -> tuple[list[Field], str]:
     """The field tree and Info line of a request the hot path took: what the general path makes."""
     data = frame.data
@@ -701,8 +700,12 @@ QUICK_INFO[build_request] = quick_request
 
 #: Key -> how the hot path takes a frame of that command (today's protocol, its sender's direction)
 #: and makes its tree: the frames a busy producer and consumer exchange besides Publish.
-_HOT_TAKE: dict[int, tuple[Callable[[StreamConnection, bytes], bool], Callable[[LazyFrame, int], tuple[list[Field], str]]]] = {
-    0x0003: (_take_confirm, build_request), 0x0009: (_take_credit, build_request), 0x0008: (_take_deliver, build_deliver)}
+_HOT_TAKE: dict[int, tuple[Callable[[StreamConnection, bytes], bool],
+                           Callable[[LazyFrame, int], tuple[list[Field], str]]]] = {
+    0x0003: (_take_confirm, build_request),
+    0x0009: (_take_credit, build_request),
+    0x0008: (_take_deliver, build_deliver),
+}
 assert not CURRENT.has(INT32_SUBSCRIPTION)  # _take_deliver reads a uint8 subscription id
 
 
