@@ -10,6 +10,7 @@ goes on; ``split_feeds`` cuts feed calls in two so that such cuts also fall insi
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -257,7 +258,56 @@ def check_leave_out(dissector: Dissector, rec: Recorded) -> int:
     return total
 
 
+def check_leave_out_variants(dissector: Dissector, rec: Recorded, rng: random.Random, mutated: int, most: int,
+                             split: bool = False) -> int:
+    """:func:`check_leave_out` on ``rec``, on ``mutated`` variants of it (1 to ``most`` edits), on
+    four of it joined mid-stream (every other one mutated) and, with ``split``, on it with every
+    feed cut in two; returns how many frames ``rec`` itself left out."""
+    left = check_leave_out(dissector, rec)
+    for i in range(mutated):
+        check_leave_out(dissector, mutate(rec, rng, 1 + i % most))
+    for i in range(4):
+        cut = midstream(rec, rng)
+        check_leave_out(dissector, cut if i % 2 else mutate(cut, rng, 2))
+    if split:
+        check_leave_out(dissector, split_feeds(rec, rng)[0])
+    return left
+
+
 def _may_leave_out(ev: Event, shown: set[int], dialect: str | None, anchors: list[list[Any]]) -> bool:
     """Whether a findings-only run may leave ``ev`` out (see :func:`check_leave_out`)."""
     return (plain(ev, anchors) and (ev.request is None or id(ev.request) not in shown)  # type: ignore[union-attr]
             and ev.dialect in (None, "", dialect))  # type: ignore[union-attr]
+
+
+def mutate(rec: Recorded, rng: random.Random, n: int) -> Recorded:
+    """``n`` random edits of the fed bytes: flip, insert, delete, or re-cut a feed in two."""
+    calls = list(rec.calls)
+    for _ in range(n):
+        i = rng.choice([j for j, (name, args) in enumerate(calls) if name == "feed" and args[1]])
+        d, data, ts = calls[i][1]
+        buf = bytearray(data)
+        pos = rng.randrange(len(buf))
+        kind = rng.choice(("flip", "flip", "insert", "delete", "cut"))
+        if kind == "flip":
+            buf[pos] = rng.randrange(256)
+        elif kind == "insert":
+            buf[pos:pos] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 12)))
+        elif kind == "delete":
+            del buf[pos:pos + rng.randint(1, 12)]
+        calls[i] = ("feed", (d, bytes(buf), ts))
+        if kind == "cut" and len(buf) > 1:
+            at = rng.randrange(1, len(buf))
+            calls[i:i + 1] = [("feed", (d, bytes(buf[:at]), ts)), ("feed", (d, bytes(buf[at:]), ts))]
+    return Recorded(rec.protocol, rec.midstream, calls)
+
+
+def midstream(rec: Recorded, rng: random.Random) -> Recorded:
+    """The conversation as a capture that started late: the calls from a random one on, the
+    first fed bytes cut at a random position (the tail of an unseen frame)."""
+    feeds = [i for i, (name, args) in enumerate(rec.calls) if name == "feed" and len(args[1]) > 1]
+    start = rng.choice(feeds[: max(1, len(feeds) // 2)])
+    calls = list(rec.calls[start:])
+    d, data, ts = calls[0][1]
+    calls[0] = ("feed", (d, data[rng.randrange(1, len(data)):], ts))
+    return Recorded(rec.protocol, True, calls)

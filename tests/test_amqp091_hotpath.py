@@ -18,7 +18,7 @@ import pytest
 from dissectors.amqp091 import Amqp091Dissector
 from dissectors.amqp091 import encode as E
 from tests import replay as R
-from tests.replay import Recorded, replay
+from tests.replay import Recorded, midstream, mutate, replay
 
 CAPS = Path(__file__).resolve().parent.parent / "captures" / "amqp091"
 ALL = sorted(p.name for p in CAPS.glob("*.pcap*"))
@@ -33,28 +33,6 @@ def same(rec: Recorded) -> list:
     return R.agree(HOT, GENERAL, rec)
 
 
-def mutate(rec: Recorded, rng: random.Random, n: int) -> Recorded:
-    """``n`` random edits of the fed bytes: flip, insert, delete, or re-cut a feed in two."""
-    calls = list(rec.calls)
-    for _ in range(n):
-        i = rng.choice([j for j, (name, args) in enumerate(calls) if name == "feed" and args[1]])
-        d, data, ts = calls[i][1]
-        buf = bytearray(data)
-        pos = rng.randrange(len(buf))
-        kind = rng.choice(("flip", "flip", "insert", "delete", "cut"))
-        if kind == "flip":
-            buf[pos] = rng.randrange(256)
-        elif kind == "insert":
-            buf[pos:pos] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 12)))
-        elif kind == "delete":
-            del buf[pos:pos + rng.randint(1, 12)]
-        calls[i] = ("feed", (d, bytes(buf), ts))
-        if kind == "cut" and len(buf) > 1:
-            at = rng.randrange(1, len(buf))
-            calls[i:i + 1] = [("feed", (d, bytes(buf[:at]), ts)), ("feed", (d, bytes(buf[at:]), ts))]
-    return Recorded(rec.protocol, rec.midstream, calls)
-
-
 @pytest.mark.parametrize("name", ALL)
 def test_hot_and_general_paths_agree_on_every_capture(name: str) -> None:
     for rec in recordings(name):
@@ -67,17 +45,6 @@ def test_hot_and_general_paths_agree_on_mutated_captures(name: str) -> None:
     for rec in recordings(name):
         for i in range(40):
             same(mutate(rec, rng, 1 + i % 6))
-
-
-def midstream(rec: Recorded, rng: random.Random) -> Recorded:
-    """The conversation as a capture that started late: the calls from a random one on, the
-    first fed bytes cut at a random position (the tail of an unseen frame)."""
-    feeds = [i for i, (name, args) in enumerate(rec.calls) if name == "feed" and len(args[1]) > 1]
-    start = rng.choice(feeds[: max(1, len(feeds) // 2)])
-    calls = list(rec.calls[start:])
-    d, data, ts = calls[0][1]
-    calls[0] = ("feed", (d, data[rng.randrange(1, len(data)):], ts))
-    return Recorded(rec.protocol, True, calls)
 
 
 def variants(name: str, seed: str, mutated: int = 20, joined: int = 0) -> Iterator[Recorded]:

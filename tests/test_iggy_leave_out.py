@@ -16,8 +16,7 @@ import pytest
 
 from dissectors.iggy import IggyDissector
 from tests import replay as R
-from tests.replay import check_leave_out
-from tests.test_amqp091_hotpath import midstream, mutate
+from tests.replay import check_leave_out, check_leave_out_variants
 
 CAPS = Path(__file__).resolve().parent.parent / "captures" / "iggy"
 ALL = sorted(str(p.relative_to(CAPS)) for p in CAPS.rglob("*") if p.name.endswith((".pcap", ".pcap.gz")))
@@ -35,13 +34,7 @@ def test_leaving_out_on_every_capture_and_variants(name: str) -> None:
     rng = random.Random(f"iggy-lean-{name}")
     left = 0
     for rec in R.recordings(str(CAPS / name), "iggy"):
-        left += check_leave_out(DISSECTOR, rec)
-        for i in range(6):
-            check_leave_out(DISSECTOR, mutate(rec, rng, 1 + i % 4))
-        for i in range(4):
-            cut = midstream(rec, rng)
-            check_leave_out(DISSECTOR, cut if i % 2 else mutate(cut, rng, 2))
-        check_leave_out(DISSECTOR, R.split_feeds(rec, rng)[0])
+        left += check_leave_out_variants(DISSECTOR, rec, rng, 6, 4, split=True)
     if name in CLASSIC_RECORDED:
         assert left > 10  # responses really are left out
 
