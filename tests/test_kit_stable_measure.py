@@ -2,10 +2,10 @@
 ``stable_measure`` promise, the bytes of a frame not yet whole only join the queue, and the cut
 runs again once the frame can be whole. A differential test: with the promise withdrawn
 (``stable_measure = False``: the cut runs on every segment) the events, the framers' state after
-every call and the state at the end must be the same, on every AMQP 0-9-1 capture (the dissector
-that makes the promise), re-cut into small segments so that frames wait, mutated, joined
-mid-stream and resumed from a snapshot taken while a frame waits; and a setting that measure
-reads, lowered under a waiting frame, must be seen (``remeasure``).
+every call and the state at the end must be the same, on every AMQP 0-9-1 and RabbitMQ Stream
+capture (the dissectors that make the promise), re-cut into small segments so that frames wait,
+mutated, joined mid-stream and resumed from a snapshot taken while a frame waits; and a setting
+that measure reads, lowered under a waiting frame, must be seen (``remeasure``).
 """
 
 from __future__ import annotations
@@ -21,12 +21,16 @@ from analyzer.api import Direction
 from dissectors.amqp091 import Amqp091Dissector
 from dissectors.amqp091 import encode as E
 from dissectors.amqp091.framing import Side
+from dissectors.kit import Framer
+from dissectors.rabbitmq_stream import RabbitMQStreamDissector
+from dissectors.rabbitmq_stream.connection import StreamConnection, StreamFramer
 from tests import replay as R
 from tests.replay import Recorded
 from tests.test_amqp091_hotpath import midstream, mutate
 from tests.test_kit_direct_cut import CAPS, replay_framed
 
 AMQP = sorted(str(p.relative_to(CAPS)) for p in (CAPS / "amqp091").glob("*.pcap*"))
+STREAM = sorted(str(p.relative_to(CAPS)) for p in (CAPS / "rabbitmq_stream").glob("*.pcap*"))
 DISSECTORS = (Amqp091Dissector(), Amqp091Dissector(hot=False))
 
 
@@ -42,21 +46,23 @@ def split(rec: Recorded, size: int) -> Recorded:
     return Recorded(rec.protocol, rec.midstream, calls)
 
 
-def run(dissector: Amqp091Dissector, rec: Recorded, stable: bool, resume_at: int | None = None) -> tuple[list, list, Any]:
-    """Events, the framers after each call and the state at the end, with the promise made or
-    not; ``resume_at``: the call before which the connection is snapshotted and resumed."""
-    saved = Side.stable_measure
-    Side.stable_measure = stable
+def run(dissector: Any, rec: Recorded, stable: bool, resume_at: int | None = None,
+        framer: type[Framer] = Side) -> tuple[list, list, Any]:
+    """Events, the framers after each call and the state at the end, with the promise of
+    ``framer`` (the dissector's framer class) made or not; ``resume_at``: the call before which the
+    connection is snapshotted and resumed."""
+    saved = framer.stable_measure
+    framer.stable_measure = stable
     try:
         events, states, conn = replay_framed(dissector, rec, False, resume_at)
         return events, states, conn.snapshot()
     finally:
-        Side.stable_measure = saved
+        framer.stable_measure = saved
 
 
-def variants(path: str, seed: str) -> Iterator[Recorded]:
+def variants(path: str, seed: str, protocol: str = "amqp091") -> Iterator[Recorded]:
     rng = random.Random(seed)
-    for rec in R.recordings(str(CAPS / path), "amqp091"):
+    for rec in R.recordings(str(CAPS / path), protocol):
         for size in (1448, 301):
             yield split(rec, size)
         yield split(midstream(rec, rng), 301)
@@ -73,6 +79,21 @@ def test_the_shortcut_is_the_cut_on_every_segment(path: str) -> None:
             assert run(dissector, rec, True) == run(dissector, rec, False)
             at = rng.randrange(len(rec.calls))
             assert run(dissector, rec, True, at)[0] == run(dissector, rec, False)[0]
+            n += 1
+    assert n
+
+
+@pytest.mark.parametrize("path", STREAM)
+def test_the_shortcut_is_the_cut_on_every_segment_for_rabbitmq_stream(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(f"stable-{path}")
+    dissector = RabbitMQStreamDissector()
+    n = 0
+    for rec in variants(path, f"stable-{path}", "rabbitmq_stream"):
+        for hot in (True, False):
+            monkeypatch.setattr(StreamConnection, "hot", hot)
+            assert run(dissector, rec, True, framer=StreamFramer) == run(dissector, rec, False, framer=StreamFramer)
+            at = rng.randrange(len(rec.calls))
+            assert run(dissector, rec, True, at, StreamFramer)[0] == run(dissector, rec, False, framer=StreamFramer)[0]
             n += 1
     assert n
 

@@ -70,6 +70,9 @@ class StreamFramer(Framer):
     per connection and are no plain data."""
 
     __slots__ = ()
+    #: measure reads only the Size prefix: a frame that spans many segments is measured once
+    #: (tests/test_kit_stable_measure.py holds this to the cut on every segment).
+    stable_measure = True
 
     def measure(self, buf: memoryview, pos: int) -> int:
         if len(buf) - pos < 4:
