@@ -10,11 +10,15 @@ mid-stream and cut variants of them."""
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from dissectors.iggy import IggyDissector
+from analyzer.api import Frame
+from dissectors.iggy import IggyDissector, payloads
+from dissectors.iggy.commands import COMMANDS
+from dissectors.schema import Struct
 from tests import replay as R
 from tests.replay import check_leave_out, check_leave_out_variants
 
@@ -54,3 +58,64 @@ def test_a_resumed_connection_makes_every_frame_until_asked() -> None:
     conn.frames_left_out, conn.given_dialect = 2, "C"
     resumed = DISSECTOR.resume(conn.snapshot())
     assert (resumed.leave_out, resumed.frames_left_out, resumed.given_dialect) == (False, 0, None)
+
+
+def _requests() -> dict[tuple[int, bytes], None]:
+    """Every classic request of the bundled captures (command code, the frame's bytes), once."""
+    out: dict[tuple[int, bytes], None] = {}
+    for name in ALL:
+        for rec in R.recordings(str(CAPS / name), "iggy"):
+            for ev in R.events(DISSECTOR, rec):
+                if isinstance(ev, Frame) and ev.direction == "c2s" and ev.code in COMMANDS and ev.data:
+                    out[ev.code, bytes(ev.data)] = None
+    return out
+
+
+def _variants(data: bytes) -> Iterator[bytes]:
+    """The request, each payload octet set to a few telling values, each octet taken as a length
+    prefix and its value emptied or made one shorter (the rest still fitting), cut short at every
+    length, and with octets after it."""
+    yield data
+    for i in range(8, len(data)):
+        for v in (0, 1, 2, 3, 4, 5, 6, 0x80, 0xFF):
+            if data[i] != v:
+                yield data[:i] + bytes([v]) + data[i + 1:]
+        n = data[i]
+        if n and i + 1 + n <= len(data):
+            yield data[:i] + b"\x00" + data[i + 1 + n:]
+            yield data[:i] + bytes([n - 1]) + data[i + 1:i + n] + data[i + 1 + n:]
+    for n in range(8, len(data)):
+        yield data[:n]
+    for tail in (b"\x00", b"\x01\x02\x03"):
+        yield data + tail
+
+
+def test_a_clean_layout_is_what_its_decode_finds_nothing_wrong_with() -> None:
+    # payloads.clean tells a findings-only run that a request's decode would have nothing to say
+    # (so its Fields are left to the view): for every layout whose types it knows, exactly when
+    # the decode is neither cut, nor leaves bytes over, nor notes a problem.
+    checked = clean_ones = 0
+    for code, data in _requests():
+        for _dialects, layout in COMMANDS[code].layouts:
+            if type(layout) is not Struct or any(type(f.type) not in payloads._CLEAN_END for f in layout.fields):
+                continue
+            for v in _variants(data):
+                d = payloads.decode(layout, v, 8)
+                want = d.cut is None and d.trailing is None and not d.problems
+                assert payloads.clean(layout, v, 8) == want, (COMMANDS[code].name, layout.doc, v.hex())
+                checked += 1
+                clean_ones += want
+    assert checked > 5000 and clean_ones > 100, (checked, clean_ones)
+
+
+def test_a_clean_request_of_a_findings_only_run_is_decoded_only_if_read() -> None:
+    from dissectors.iggy.connection import _clean_request
+    from dissectors.kit.lazy import LazyFrame
+
+    rec = R.recordings(str(CAPS / "apache_iggy_0.7.0.pcap"), "iggy")[0]
+    given = [e for events, _, _, _ in R.lean_calls(DISSECTOR, rec, True) for e in events]
+    polls = [e for e in given if getattr(e, "command", None) == "POLL_MESSAGES"]
+    assert polls and all(type(e) is LazyFrame and e._build is _clean_request for e in polls)
+    full = [e for events, _, _, _ in R.lean_calls(DISSECTOR, rec, False) for e in events
+            if getattr(e, "command", None) == "POLL_MESSAGES"]
+    assert [(e.info, R.normal([e])) for e in polls] == [(e.info, R.normal([e])) for e in full]

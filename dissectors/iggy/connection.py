@@ -60,7 +60,7 @@ from dissectors.iggy.types import U128, Decoded
 from dissectors.kit import Correlator, Piece, plain_state
 from dissectors.kit import state as kit_state
 from dissectors.kit.lazy import LazyFrame
-from dissectors.schema import DecodeError
+from dissectors.schema import DecodeError, Struct
 
 PAIR = struct.Struct("<II")
 U32 = struct.Struct("<I")
@@ -268,6 +268,16 @@ class IggyConnection(Connection):
             fields.append(Field("code", code, 4, 4, cmd.name if cmd is not None else "unknown"))
         if cmd is None:
             return self._unusable_request(piece, ts, fields, length, code)
+        if lean and len(self.cands) == 1:
+            layouts = cmd.by_dialect[self.cands[0]]
+            if type(layouts[0]) is Struct and payloads.clean(layouts[0], data, 8):
+                # Nothing to say of it: its Fields and Info line are made only if a view asks
+                # (_clean_request decodes it as _narrow would with this one candidate).
+                self.evidence = True
+                self._label()
+                frame = LazyFrame(C2S, piece.offset, len(data), cmd.name, cmd.code, [], data, _clean_request,
+                                  (fields, cmd, self.cands[0]))
+                return self._sent_request(frame, cmd, ts)
         decoded = self._narrow(cmd, data, 8)
         if lean:
             frame: Frame = LazyFrame(C2S, piece.offset, len(data), cmd.name, cmd.code, [], data, _lean_request,
@@ -277,6 +287,10 @@ class IggyConnection(Connection):
         else:
             frame = Frame(C2S, piece.offset, len(data), cmd.name, cmd.code, "", fields, [], self.dialect, data)
             self._request_frame(frame, cmd, decoded)
+        return self._sent_request(frame, cmd, ts)
+
+    def _sent_request(self, frame: Frame, cmd: Command, ts: float) -> Frame:
+        """What every decoded classic request goes through: its dialect, the login machine, its pairing."""
         frame.dialect = self.dialect
         self._judge_login(frame, cmd)
         self._pair_request(frame, cmd, ts, _flags(frame))
@@ -673,6 +687,16 @@ def _lean_request(frame: LazyFrame, ctx: tuple[list[Field], Command, Decoded]) -
     """A findings-only run's request: its fields (made), and its Info line, made now."""
     fields, cmd, decoded = ctx
     return fields, _request_info(cmd, decoded)
+
+
+def _clean_request(frame: LazyFrame, ctx: tuple[list[Field], Command, str]) -> tuple[list[Field], str]:
+    """A findings-only run's request that payloads.clean passed: decoded now, as _narrow would
+    have decoded it with its one candidate dialect."""
+    fields, cmd, dialect = ctx
+    data = frame.data
+    assert data is not None
+    decoded = payloads.request(cmd, dialect, data, 8)
+    return fields + decoded.fields, _request_info(cmd, decoded)
 
 
 def _request_info(cmd: Command, decoded: Decoded) -> str:
