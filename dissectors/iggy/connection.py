@@ -55,6 +55,7 @@ from dissectors.iggy.dialects import (
 )
 from dissectors.iggy.framing import MIDSTREAM_DETECT, REQUEST, RESPONSE, VSR, IggyFramer, detect
 from dissectors.iggy.login import MACHINE
+from dissectors.iggy.messages import send_messages_clean
 from dissectors.iggy.status import CLIENT_MISTAKES, OK, UNSOLICITED, known, status_name, status_text
 from dissectors.iggy.types import U128, Decoded
 from dissectors.kit import Correlator, Piece, plain_state
@@ -269,14 +270,16 @@ class IggyConnection(Connection):
         if cmd is None:
             return self._unusable_request(piece, ts, fields, length, code)
         if lean and len(self.cands) == 1:
-            layouts = cmd.by_dialect[self.cands[0]]
-            if type(layouts[0]) is Struct and payloads.clean(layouts[0], data, 8):
+            dialect = self.cands[0]
+            layout = cmd.by_dialect[dialect][0]
+            if (send_messages_clean(dialect, data, 8) if layout is SEND_PAYLOAD
+                    else type(layout) is Struct and payloads.clean(layout, data, 8)):
                 # Nothing to say of it: its Fields and Info line are made only if a view asks
                 # (_clean_request decodes it as _narrow would with this one candidate).
                 self.evidence = True
                 self._label()
                 frame = LazyFrame(C2S, piece.offset, len(data), cmd.name, cmd.code, [], data, _clean_request,
-                                  (fields, cmd, self.cands[0]))
+                                  (fields, cmd, dialect))
                 return self._sent_request(frame, cmd, ts)
         decoded = self._narrow(cmd, data, 8)
         if lean:

@@ -5,26 +5,13 @@ so that every payload, regular or not, comes back in one form.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from analyzer.api import Field
 from dissectors.iggy.commands import SEND_PAYLOAD, Command
+from dissectors.iggy.ends import CLEAN_END
 from dissectors.iggy.messages import decode_send_messages
 from dissectors.iggy.responses import decode_response
-from dissectors.iggy.types import (
-    CONSUMER_KIND,
-    MARKS,
-    POLLING_KIND,
-    Bool8,
-    Consumer,
-    Decoded,
-    Identifier,
-    OptionalPartition,
-    PollingStrategy,
-    problems_of,
-)
-from dissectors.schema import DecodeError, Int, Struct
+from dissectors.iggy.types import MARKS, Decoded, problems_of
+from dissectors.schema import DecodeError, Struct
 
 
 class Request(Decoded):
@@ -96,58 +83,6 @@ def response(code: int, dialect: str, data: bytes, start: int) -> Decoded:
 
 
 # ------------------------------------------------------------------------------ clean layouts
-# Where each wire type's value ends when its read() would neither be cut nor note a problem, or -1:
-# a findings-only run checks a request with these and leaves its Fields to the view (clean).
-# Keyed by the exact type: a subclass that notes problems of its own (Checked, Sentinel) has none.
-
-def _int_end(t: Any, buf: bytes, off: int, end: int) -> int:
-    return off + t.size if off + t.size <= end else -1
-
-
-def _bool_end(t: Any, buf: bytes, off: int, end: int) -> int:
-    return off + 1 if off < end else -1
-
-
-def _identifier_end(t: Any, buf: bytes, off: int, end: int) -> int:
-    if off + 2 > end:
-        return -1
-    kind, n = buf[off], buf[off + 1]
-    stop = off + 2 + n
-    if stop > end:
-        return -1
-    if kind == 1:
-        return stop if n == 4 else -1
-    if kind != 2 or not n:
-        return -1
-    try:
-        buf[off + 2:stop].decode("utf-8")
-    except UnicodeDecodeError:
-        return -1
-    return stop
-
-
-def _consumer_end(t: Any, buf: bytes, off: int, end: int) -> int:
-    if off >= end or buf[off] not in CONSUMER_KIND:
-        return -1
-    if t.legacy:
-        return off + 5 if off + 5 <= end else -1
-    return _identifier_end(None, buf, off + 1, end)
-
-
-def _strategy_end(t: Any, buf: bytes, off: int, end: int) -> int:
-    return off + 9 if off + 9 <= end and buf[off] in POLLING_KIND else -1
-
-
-def _partition_end(t: Any, buf: bytes, off: int, end: int) -> int:
-    stop = off + (5 if t.flagged else 4)
-    return stop if stop <= end else -1
-
-
-_CLEAN_END: dict[type, Callable[[Any, bytes, int, int], int]] = {
-    Int: _int_end, Bool8: _bool_end, Identifier: _identifier_end, Consumer: _consumer_end,
-    PollingStrategy: _strategy_end, OptionalPartition: _partition_end,
-}
-
 
 def clean(layout: Struct, data: bytes, start: int) -> bool:
     """Whether decode(layout, data, start) would account for every byte without a problem (not
@@ -159,7 +94,7 @@ def clean(layout: Struct, data: bytes, start: int) -> bool:
     for spec in layout.fields:
         if spec.optional and off >= end:
             return True
-        check = _CLEAN_END.get(type(spec.type))
+        check = CLEAN_END.get(type(spec.type))
         if check is None:
             return False
         off = check(spec.type, data, off, end)
