@@ -29,12 +29,19 @@ def _bool_end(t: Any, buf: bytes, off: int, end: int) -> int:
     return off + 1 if off < end else -1
 
 
-def identifier_end(t: Any, buf: bytes, off: int, end: int) -> int:
+def _kind_length(buf: bytes, off: int, end: int) -> tuple[int, int, int]:
+    """(kind, length, where the value ends) of a kind u8 + length u8 + value at ``off``; a stop
+    of -1 when they do not fit before ``end``."""
     if off + 2 > end:
-        return -1
+        return 0, 0, -1
     kind, n = buf[off], buf[off + 1]
     stop = off + 2 + n
-    if stop > end:
+    return kind, n, stop if stop <= end else -1
+
+
+def identifier_end(t: Any, buf: bytes, off: int, end: int) -> int:
+    kind, n, stop = _kind_length(buf, off, end)
+    if stop < 0:
         return -1
     if kind == 1:
         return stop if n == 4 else -1
@@ -65,11 +72,8 @@ def _partition_end(t: Any, buf: bytes, off: int, end: int) -> int:
 
 
 def partitioning_end(t: Any, buf: bytes, off: int, end: int) -> int:
-    if off + 2 > end:
-        return -1
-    kind, n = buf[off], buf[off + 1]
-    stop = off + 2 + n
-    if stop > end:
+    kind, n, stop = _kind_length(buf, off, end)
+    if stop < 0:
         return -1
     if kind == 1:
         return stop if not n else -1
