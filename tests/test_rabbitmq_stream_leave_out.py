@@ -47,13 +47,19 @@ def test_leaving_out_on_the_hot_path_sessions(session) -> None:  # noqa: ANN001 
         check_leave_out(DISSECTOR, variant)
 
 
-def heartbeats() -> Recorded:
-    """Heartbeats negotiated, then publishes and confirms, each segment ending in a hot frame: the
-    timer keeps the anchor of every call's last frame, which a left-out frame hands over."""
+def declared() -> list:
+    """A handshake negotiating heartbeats (every 5 s), then publisher 1 declared."""
     items = E.handshake(heartbeat=5)
     items.append((E.C2S, E.request("DeclarePublisher", correlation_id=5, publisher_id=1, publisher_reference="",
                                    stream="s")))
     items.append((E.S2C, E.response("DeclarePublisher", correlation_id=5, response_code=1)))
+    return items
+
+
+def heartbeats() -> Recorded:
+    """Heartbeats negotiated, then publishes and confirms, each segment ending in a hot frame: the
+    timer keeps the anchor of every call's last frame, which a left-out frame hands over."""
+    items = declared()
     for i in range(4):
         items.append((E.C2S, E.request("Publish", 1, publisher_id=1, messages=[{"publishing_id": i, "message": b"m"}])))
         items.append((E.S2C, E.request("PublishConfirm", publisher_id=1, publishing_ids=[i])))
@@ -85,10 +91,7 @@ def test_a_frame_that_ended_before_the_call_is_given_back() -> None:
     # first call. The heartbeat timer anchors it (the second call's last frame), so it is given
     # back rather than left out: the engine would give a left-out frame's anchor this call's
     # packet. The next Publish, whole in the third call, is left out.
-    items = E.handshake(heartbeat=5)
-    items.append((E.C2S, E.request("DeclarePublisher", correlation_id=5, publisher_id=1, publisher_reference="",
-                                   stream="s")))
-    items.append((E.S2C, E.response("DeclarePublisher", correlation_id=5, response_code=1)))
+    items = declared()
     first = E.request("Publish", 1, publisher_id=1, messages=[{"publishing_id": 1, "message": b"m"}])
     second = E.request("Publish", 1, publisher_id=1, messages=[{"publishing_id": 2, "message": b"n"}])
     calls = [("feed", (d, data, 1.0 + k)) for k, (d, data) in enumerate(items)]

@@ -55,13 +55,12 @@ from dissectors.iggy.dialects import (
 )
 from dissectors.iggy.framing import MIDSTREAM_DETECT, REQUEST, RESPONSE, VSR, IggyFramer, detect
 from dissectors.iggy.login import MACHINE
-from dissectors.iggy.messages import send_messages_clean
 from dissectors.iggy.status import CLIENT_MISTAKES, OK, UNSOLICITED, known, status_name, status_text
 from dissectors.iggy.types import U128, Decoded
 from dissectors.kit import Correlator, Piece, plain_state
 from dissectors.kit import state as kit_state
 from dissectors.kit.lazy import LazyFrame
-from dissectors.schema import DecodeError, Struct
+from dissectors.schema import DecodeError
 
 PAIR = struct.Struct("<II")
 U32 = struct.Struct("<I")
@@ -271,9 +270,7 @@ class IggyConnection(Connection):
             return self._unusable_request(piece, ts, fields, length, code)
         if lean and len(self.cands) == 1:
             dialect = self.cands[0]
-            layout = cmd.by_dialect[dialect][0]
-            if (send_messages_clean(dialect, data, 8) if layout is SEND_PAYLOAD
-                    else type(layout) is Struct and payloads.clean(layout, data, 8)):
+            if payloads.clean_request(cmd, dialect, data, 8):
                 # Nothing to say of it: its Fields and Info line are made only if a view asks
                 # (_clean_request decodes it as _narrow would with this one candidate).
                 self.evidence = True
@@ -693,8 +690,8 @@ def _lean_request(frame: LazyFrame, ctx: tuple[list[Field], Command, Decoded]) -
 
 
 def _clean_request(frame: LazyFrame, ctx: tuple[list[Field], Command, str]) -> tuple[list[Field], str]:
-    """A findings-only run's request that payloads.clean passed: decoded now, as _narrow would
-    have decoded it with its one candidate dialect."""
+    """A findings-only run's request that payloads.clean_request passed: decoded now, as _narrow
+    would have decoded it with its one candidate dialect."""
     fields, cmd, dialect = ctx
     data = frame.data
     assert data is not None

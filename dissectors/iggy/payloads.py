@@ -8,7 +8,7 @@ from __future__ import annotations
 from analyzer.api import Field
 from dissectors.iggy.commands import SEND_PAYLOAD, Command
 from dissectors.iggy.ends import CLEAN_END
-from dissectors.iggy.messages import decode_send_messages
+from dissectors.iggy.messages import decode_send_messages, send_messages_clean
 from dissectors.iggy.responses import decode_response
 from dissectors.iggy.types import MARKS, Decoded, problems_of
 from dissectors.schema import DecodeError, Struct
@@ -83,6 +83,16 @@ def response(code: int, dialect: str, data: bytes, start: int) -> Decoded:
 
 
 # ------------------------------------------------------------------------------ clean layouts
+
+def clean_request(cmd: Command, dialect: str, data: bytes, start: int) -> bool:
+    """Whether request(cmd, dialect, data, start) would have nothing to say (see clean and
+    messages.send_messages_clean), told without making its Fields; False also where no such test
+    exists (the caller then decodes)."""
+    layout = cmd.layout(dialect)
+    if layout is SEND_PAYLOAD:
+        return send_messages_clean(dialect, data, start)
+    return type(layout) is Struct and clean(layout, data, start)
+
 
 def clean(layout: Struct, data: bytes, start: int) -> bool:
     """Whether decode(layout, data, start) would account for every byte without a problem (not

@@ -621,27 +621,25 @@ def decode_chunk(buf: bytes, pos: int, end: int, problems: ChunkProblem, info: C
     return f
 
 
-def clean_chunk(buf: bytes, pos: int, end: int) -> tuple[int, int, int] | None:
-    """(first offset, records, chunk type) of today's chunk in ``buf[pos:end]`` when decode_chunk
-    would find nothing wrong with it (header, CRC, entries, trailer); None otherwise, and
-    decode_chunk says what is wrong. The hot path of Deliver checks a chunk with it without making
-    its Fields (tests/test_rabbitmq_stream_hotpath.py holds the two to each other)."""
+def clean_chunk(buf: bytes, pos: int, end: int) -> bool:
+    """Whether decode_chunk would find nothing wrong with today's chunk in ``buf[pos:end]``
+    (header, CRC, entries, trailer); when not, decode_chunk says what is wrong. The hot path of
+    Deliver checks a chunk with it without making its Fields (tests/test_rabbitmq_stream_hotpath.py
+    holds the two to each other)."""
     if pos + 48 > end:
-        return None
-    magic, ctype, n_entries, n_records, _ts, _epoch, first, crc, dlen, tlen, _bloom, _reserved = \
+        return False
+    magic, ctype, n_entries, n_records, _ts, _epoch, _first, crc, dlen, tlen, _bloom, _reserved = \
         HEADER.unpack_from(buf, pos)
     data = pos + 48
     dend = data + dlen
     if magic != 0x50 or ctype not in CHUNK_TYPES or dend > end or (dend < end and end - dend != tlen):
-        return None
+        return False
     if zlib.crc32(memoryview(buf)[data:dend]) != crc:
-        return None
+        return False
     problems = ChunkProblem()
     n_seen, recs, stop = scan_entries(buf, data, dend, n_entries, problems)
-    if (problems.errors or problems.notes or problems.limits or n_seen != n_entries or stop != dend
-            or recs != n_records):
-        return None
-    return first, n_records, ctype
+    return not (problems.errors or problems.notes or problems.limits or n_seen != n_entries or stop != dend
+                or recs != n_records)
 
 
 def _decode_draft_chunk(buf: bytes, pos: int, end: int, problems: ChunkProblem, info: ChunkInfo) -> list[Field]:

@@ -366,7 +366,7 @@ class StreamConnection(Connection):
             return None
         self.hs = nxt
         track_published(self, pid, published)
-        if self.leave_out and self.given and piece.offset + end > self.fed_at:
+        if self._left_out(piece):
             return LEFT_OUT
         frame = LazyFrame(C2S, piece.offset, end, "Publish", PUBLISH, [], data, build_publish, version)
         frame.dialect = CURRENT.name
@@ -395,11 +395,15 @@ class StreamConnection(Connection):
         if not take(self, data):
             return None
         self.hs = nxt
-        if self.leave_out and self.given and piece.offset + len(data) > self.fed_at:
+        if self._left_out(piece):
             return LEFT_OUT
         frame = LazyFrame(d, piece.offset, len(data), cmd.name, key, [], data, build, version)
         frame.dialect = CURRENT.name
         return frame
+
+    def _left_out(self, piece: Piece) -> bool:
+        """Whether a frame the hot path took is left out of a findings-only run (see _rebuild)."""
+        return self.leave_out and self.given and piece.offset + len(piece.data) > self.fed_at
 
     def _is_response_by_direction(self, cmd: Command, d: Direction, data: bytes) -> bool:
         """Without a response bit: a response goes the other way than its request; Close goes both
@@ -635,7 +639,7 @@ def _take_deliver(c: StreamConnection, data: bytes) -> bool:
     table = c.credit
     sub = data[8]
     left = table.get(sub) if table is not None else None
-    if left is None or left < 1 or clean_chunk(data, pos, end) is None:  # a Credit may make it negative
+    if left is None or left < 1 or not clean_chunk(data, pos, end):  # a Credit may make it negative
         return False
     table[sub] = left - 1  # type: ignore[index]
     return True
