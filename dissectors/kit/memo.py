@@ -21,3 +21,25 @@ def remember(memo: dict[K, V], key: K, value: V, limit: int) -> V:
         memo.clear()
     memo[key] = value
     return value
+
+
+class OctetMemo(dict):  # type: ignore[type-arg]
+    """A memory keyed by byte strings and bounded by their octets (each entry counted with
+    ``overhead`` more, for what the dict and the key object cost), for answers whose keys vary
+    in size: emptied when the next key would take it past ``limit``. Read with ``dict.get`` or
+    ``in`` like the plain memories; stored through :meth:`remember`."""
+
+    def __init__(self, limit: int, overhead: int = 100) -> None:
+        super().__init__()
+        self.limit = limit
+        self.overhead = overhead
+        self.octets = 0
+
+    def remember(self, key: bytes, value: V) -> V:
+        n = len(key) + self.overhead
+        if self.octets + n > self.limit:
+            self.clear()
+            self.octets = 0
+        self[key] = value
+        self.octets += n
+        return value
