@@ -31,7 +31,7 @@ from dissectors.amqp091.decode import (
 )
 from dissectors.amqp091.fast import FAST
 from dissectors.amqp091.framing import KNOWN_TYPES, Side
-from dissectors.amqp091.machines import HS_DONE, OPEN
+from dissectors.amqp091.machines import CHANNEL, CLOSE, CLOSE_OK, CLOSED, HS_DONE, NEW, OPEN, OPEN_M, OPEN_OK
 from dissectors.amqp091.methods import METHODS, RESPONSE_CODES, Method
 from dissectors.amqp091.properties import clean_content_type
 from dissectors.amqp091.tracking import ACTIONS
@@ -91,9 +91,13 @@ def _hot_method(conn: Amqp091Connection, d: Direction, data: bytes, pos: int, st
     content due: none of the general path's checks can fire, only its action runs."""
     if size < 4 or ch == 0 or conn.hs != HS_DONE or d in conn.closed:
         return 0
-    hot = _HOT_METHODS[d].get(IDS.unpack_from(data, pos + 7))
+    ids = IDS.unpack_from(data, pos + 7)
+    hot = _HOT_METHODS[d].get(ids)
+    if hot is None:
+        lifecycle = _HOT_CHANNEL[d].get(ids)
+        return _hot_channel(conn, d, data, pos, stop, ch, size, base, out, lifecycle) if lifecycle else 0
     chans = conn.chans
-    if hot is None or chans is None or chans.get(ch) != OPEN:
+    if chans is None or chans.get(ch) != OPEN:
         return 0
     content = conn.content_c2s if d is C2S else conn.content_s2c
     if content is not None and (ch in content.awaiting or ch in content.body):
@@ -175,6 +179,58 @@ def _hot_method(conn: Amqp091Connection, d: Direction, data: bytes, pos: int, st
             if content is None:
                 content = conn.content_of(d)
             content.awaiting[ch] = [meth.name, meth.class_id, frame.anchor()]
+    return stop
+
+
+def _hot_channel(conn: Amqp091Connection, d: Direction, data: bytes, pos: int, stop: int, ch: int, size: int,
+                 base: int, out: list[Event], hot: tuple[Method, Any, str, int]) -> int:
+    """Channel.Open, OpenOk, Close or CloseOk (``hot``: the method, its reader, its event for the
+    channel machine, _REQUEST or _REPLY) on an open connection (_hot_method checked that), when
+    neither the channel machine nor the correlator has anything to say of it and no content is
+    due on the channel: what _check_method does with it, in its order, without its checks; else 0,
+    having changed nothing. Each is a request awaiting its reply or a reply: a findings-only run is
+    given every one, as from the general path (a reply code that is a finding, as for Close, is
+    judged by the general path's own _reply_code)."""
+    meth, validate, event, sync = hot
+    chans = conn.chans
+    state = chans.get(ch) if chans is not None else None
+    if state is None:
+        state = OPEN if conn.midstream else NEW
+    nxt, rule = CHANNEL.judge(state, d, event)
+    if rule is not None:
+        return 0
+    if event is not OPEN_M:  # (an Open lets go of whatever was due on the channel: _forget_channel)
+        content = conn.content_c2s if d is C2S else conn.content_s2c
+        if content is not None and (ch in content.awaiting or ch in content.body):
+            return 0
+    raw = data[pos:stop]
+    values = validate(raw, 7 + size)
+    if values is None:
+        return 0
+    answers = None
+    if sync == _REPLY:
+        answers = conn.answers(d, ch, meth)
+        if answers is None:
+            return 0
+    elif conn.corr.outstanding(d) >= conn.corr.limit:
+        return 0
+    frame = LazyFrame(d, base + pos, size + 8, meth.name, meth.code, [], raw, build_method, meth)
+    out.append(frame)
+    if event is CLOSE:
+        conn._reply_code(meth, values, frame.findings)
+    if chans is None:
+        chans = conn.chans = {}
+    chans[ch] = nxt
+    if event is OPEN_M:
+        conn._forget_channel(ch)
+    elif event is CLOSE and d is not C2S and values.get("reply_code", 200) != 200:
+        conn.corr.forget("c2s", ch)  # the server failed the channel (as _check_method says)
+    if answers is not None:
+        conn.link_answer(d, ch, answers, frame)
+        if nxt == CLOSED:
+            conn._forget_channel(ch)
+    else:
+        conn._request(d, ch, meth, values, frame)
     return stop
 
 
@@ -342,3 +398,16 @@ for _code, _meth in METHODS.items():
             _HOT_METHODS[_d][_meth.class_id, _meth.method_id] = (_meth, _validate, ACTIONS.get(_code, _no_action),
                                                                   _sync, _coded)
 del _code, _validate, _meth, _d, _sync, _coded
+
+#: Per sender: (class id, method id) -> (method, reader, channel machine event, _REQUEST/_REPLY) of
+#: the channel lifecycle methods _hot_channel takes (Flow is left to the general path).
+_HOT_CHANNEL: dict[Direction, dict[tuple[int, int], tuple[Method, Any, str, int]]] = {
+    Direction.C2S: {}, Direction.S2C: {}}
+for _event in (OPEN_M, OPEN_OK, CLOSE, CLOSE_OK):
+    _meth = next(m for m in METHODS.values() if m.name == _event)
+    for _d in (Direction.C2S, Direction.S2C):
+        if _meth.direction in ("both", _d):
+            _HOT_CHANNEL[_d][_meth.class_id, _meth.method_id] = (
+                _meth, FAST.get(_meth.code) or partial(lazy_values, _meth), _event,
+                _REPLY if _meth.code in RESPONSE_CODES else _REQUEST)
+del _event, _meth, _d
