@@ -82,9 +82,9 @@ def test_a_sub_batch_seen_clean_is_checked_once_and_again_when_the_budget_is_sho
     assert remembered == forgotten and remembered_trees == forgotten_trees
     limits = [f for e in remembered if e[0] == "frame" for f in e[9] if f[1] == "rabbitmq_stream.limit.exceeded"]
     assert len(limits) == 1, remembered  # the second sub-batch of the two-entry chunk, and only it
-    # The publish checks the sub-batch; the deliveries of it alone find it remembered; the chunk
-    # of two finds the first remembered and checks the second (no room: the limit), then the
-    # general path decodes that chunk whole (2).
+    # The publish checks the sub-batch and the deliveries of it alone find it remembered; the
+    # chunk of two finds the first remembered and checks the second (no room: the limit), and the
+    # general path then decodes that chunk whole. Without the memory every one is checked.
     assert fewer < every, (fewer, every)
 
 
