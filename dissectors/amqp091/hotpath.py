@@ -387,27 +387,24 @@ def _no_action(conn: Amqp091Connection, d: Direction, ch: int, meth: Method, val
 #: reader); the differential test proves the rest.
 _HOT_METHODS: dict[Direction, dict[tuple[int, int], tuple[Method, Any, Any, int, bool]]] = {
     Direction.C2S: {}, Direction.S2C: {}}
+#: Per sender: (class id, method id) -> (method, reader, channel machine event, _REQUEST/_REPLY) of
+#: the channel lifecycle methods _hot_channel takes (Flow is left to the general path).
+_HOT_CHANNEL: dict[Direction, dict[tuple[int, int], tuple[Method, Any, str, int]]] = {
+    Direction.C2S: {}, Direction.S2C: {}}
+#: The channel machine's events named by those methods (the machine's own objects: compared by identity).
+_LIFECYCLE = {event: event for event in (OPEN_M, OPEN_OK, CLOSE, CLOSE_OK)}
 for _code, _meth in METHODS.items():
-    if _meth.note or _meth.class_id <= 20:
+    _event = _LIFECYCLE.get(_meth.name)
+    if _meth.note or (_meth.class_id <= 20 and _event is None):
         continue
     _validate = FAST.get(_code) or partial(lazy_values, _meth)
     _sync = _REPLY if _code in RESPONSE_CODES else _REQUEST if _meth.responses else _NOT_SYNC
     _coded = any(f.name == "reply_code" for f in _meth.layout.fields)
     for _d in (Direction.C2S, Direction.S2C):
         if _meth.direction in ("both", _d):
-            _HOT_METHODS[_d][_meth.class_id, _meth.method_id] = (_meth, _validate, ACTIONS.get(_code, _no_action),
-                                                                  _sync, _coded)
-del _code, _validate, _meth, _d, _sync, _coded
-
-#: Per sender: (class id, method id) -> (method, reader, channel machine event, _REQUEST/_REPLY) of
-#: the channel lifecycle methods _hot_channel takes (Flow is left to the general path).
-_HOT_CHANNEL: dict[Direction, dict[tuple[int, int], tuple[Method, Any, str, int]]] = {
-    Direction.C2S: {}, Direction.S2C: {}}
-for _event in (OPEN_M, OPEN_OK, CLOSE, CLOSE_OK):
-    _meth = next(m for m in METHODS.values() if m.name == _event)
-    for _d in (Direction.C2S, Direction.S2C):
-        if _meth.direction in ("both", _d):
-            _HOT_CHANNEL[_d][_meth.class_id, _meth.method_id] = (
-                _meth, FAST.get(_meth.code) or partial(lazy_values, _meth), _event,
-                _REPLY if _meth.code in RESPONSE_CODES else _REQUEST)
-del _event, _meth, _d
+            if _event is not None:
+                _HOT_CHANNEL[_d][_meth.class_id, _meth.method_id] = (_meth, _validate, _event, _sync)
+            else:
+                _HOT_METHODS[_d][_meth.class_id, _meth.method_id] = (_meth, _validate, ACTIONS.get(_code, _no_action),
+                                                                      _sync, _coded)
+del _code, _validate, _meth, _d, _sync, _coded, _event
