@@ -340,18 +340,21 @@ def _work(k: int, n: int, pipe: Pipe, analyzer: Analyzer, paths: list[str], make
     batch: list[Item] = []
     seq = 0
     show = display.show
-    take = out.take
-
-    seen = 0
+    # What the view wrote for the event, taken here rather than through out.take(): this loop
+    # runs once per event, and a call costs more than its few steps.
+    parts = out.parts
     size = 0  # the batch's characters of text
+    silent = 0  # events that made no text
+
     # The held events after the last (flush runs only when link is exhausted).
     for ev, links in itertools.chain(linker.link(keyed()), linker.flush()):
         key = keys.popleft()
-        seen += 1
-        if not seen & 0x3FF:
-            reached[2 * k], reached[2 * k + 1] = analyzer.packets, analyzer.conversations
         show(ev, links)
-        text = take()
+        if parts:
+            text = parts[0] if len(parts) == 1 else "".join(parts)
+            parts.clear()
+        else:
+            text = ""
         if text:
             seq += 1
             batch.append(((*key, seq), isinstance(ev, Frame), text))
@@ -363,9 +366,14 @@ def _work(k: int, n: int, pipe: Pipe, analyzer: Analyzer, paths: list[str], make
                 size += len(t)
             shown.clear()
         else:
+            # Where the worker is, for the progress line, also while it shows nothing.
+            silent += 1
+            if not silent & 0x3FF:
+                reached[2 * k], reached[2 * k + 1] = analyzer.packets, analyzer.conversations
             continue
         if len(batch) >= BATCH or size >= BATCH_BYTES:
             pipe.send_bytes(pickle.dumps(("items", batch), pickle.HIGHEST_PROTOCOL))
+            reached[2 * k], reached[2 * k + 1] = analyzer.packets, analyzer.conversations
             batch = []
             size = 0
     if batch:
