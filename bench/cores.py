@@ -65,8 +65,15 @@ def measure(path: Path, src: Path, runs: int) -> dict[str, float]:
         both.append(together(cmd, src))
         start.append(run([*sp, str(TINY)], cwd=src).seconds)
     a, b, s = statistics.median(alone), statistics.median(both), statistics.median(start)
-    cores = 2 * a / b
-    return {"alone": a, "together": b, "start": s, "cores": cores, "ceiling": a / (s + (a - s) / cores)}
+    cores, most = ceilings(a, b, s)
+    return {"alone": a, "together": b, "start": s, "cores": cores, "ceiling": most}
+
+
+def ceilings(alone: float, together: float, start: float) -> tuple[float, float]:
+    """(cores, ceiling) of the module's docstring, from the seconds of one run alone, of the slower
+    of two at once, and of the start-up."""
+    cores = 2 * alone / together
+    return cores, alone / (start + (alone - start) / cores)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -37,3 +37,19 @@ def test_every_workload_declares_how_it_is_made() -> None:
     for name in workloads.NAMES:
         text = (Path(workloads.__file__).parent / f"{name}.py").read_text()
         assert "\nSOURCE = " in text and "\nPORT = " in text and "\nTSHARK = " in text, name
+
+
+def test_the_jobs_ceiling_of_bench_cores() -> None:
+    # bench/cores.py: two runs at once as fast as one alone, no start-up: two halves gain 2x.
+    from bench.cores import ceilings
+
+    assert ceilings(1.0, 1.0, 0.0) == (2.0, 2.0)
+    # Two at once take twice as long as one alone: the second core gives nothing.
+    assert ceilings(1.0, 2.0, 0.1) == (1.0, 1.0)
+    # The start-up (0.2 of 1.0 s) is paid once, before the halves: 1 / (0.2 + 0.8 / 2).
+    cores, most = ceilings(1.0, 1.0, 0.2)
+    assert cores == 2.0 and abs(most - 1 / 0.6) < 1e-12
+    # The README's figures for short connections on its machine (printed rounded to the ms: 1.53x
+    # from the unrounded medians).
+    cores, most = ceilings(0.726, 0.866, 0.099)
+    assert round(cores, 2) == 1.68 and abs(most - 1.53) < 0.01
