@@ -230,6 +230,12 @@ class ChunkProblem:
         #: the limit (most frames have none).
         self.budget = -1
 
+    def room(self) -> int:
+        """Bytes the frame's sub-batches may still expand to (the limit, at the first ask)."""
+        if self.budget < 0:
+            self.budget = inflate.limit()
+        return self.budget
+
     def said(self) -> int:
         """How many problems were recorded so far (budget aside)."""
         return len(self.errors) + len(self.notes) + len(self.limits) + (self.crc_mismatch is not None)
@@ -343,9 +349,7 @@ def check_sub_batch(buf: bytes, pos: int, end: int, problems: ChunkProblem, entr
     # budget is spent again, when it has room for them (else the full check says what is wrong).
     key = bytes(buf[pos:body + dlen])
     if key in _CLEAN_SUB_BATCHES:
-        room = problems.budget
-        if room < 0:
-            room = problems.budget = inflate.limit()
+        room = problems.room()
         if ulen <= room:
             problems.budget = room - ulen
             return body + dlen, count
@@ -523,9 +527,7 @@ def _inflate(dec: Callable[[bytes, int], bytes], payload: bytes, comp: int, ulen
     (``TOLERANCE``), so neither a lying header nor a bomb can make us allocate more than the limit.
     """
     name = COMPRESSION[comp]
-    room = problems.budget
-    if room < 0:
-        room = problems.budget = inflate.limit()
+    room = problems.room()
     if ulen is not None and ulen > room:
         over = _over(room)
         problems.limits.append(f"entry {entry}: {name} sub-batch declares {ulen} bytes uncompressed, over "
