@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import glob
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,9 @@ TABLES = ("frames", "findings", "conversations", "files")
 def spark() -> Iterator[Any]:
     from pyspark.sql import SparkSession
 
+    from analyzer.pipeline.spark import local_python
+
+    local_python("local[2]")  # as the pipeline's own session does, for a venv not activated
     session = (SparkSession.builder.master("local[2]").appName("streamproto tests")
                .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
                .getOrCreate())
@@ -114,3 +119,24 @@ def test_spark_sql_report_equals_duckdb(outputs: tuple[str, str, Any, Any]) -> N
             assert g.columns == e.columns
             assert [[pytest.approx(v, abs=1e-9) if isinstance(v, float) else v for v in r] for r in g.rows] \
                 == e.rows, g.name
+
+
+def test_local_workers_run_this_interpreter_without_an_activated_venv(tmp_path: Path) -> None:
+    """PySpark starts its Python workers with PYSPARK_PYTHON, else `python3` from PATH: another
+    interpreter, without streamproto or pyarrow, when the venv's is run by its path. Here the
+    `python3` first on PATH fails at once; the pipeline's local Spark must not start it."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "python3").write_text("#!/bin/sh\necho 'not the python3 to run' >&2\nexit 3\n")
+    (fake / "python3").chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "PYSPARK_PYTHON"}
+    env["PATH"] = f"{fake}{os.pathsep}{env.get('PATH', '')}"
+    capture = str(ROOT / "captures" / "rabbitmq_stream" / "rstream_publish_confirm.pcap")
+    out = tmp_path / "tables"
+    done = subprocess.run([sys.executable, "-m", "analyzer", "pipeline", "--engine", "spark", "--master",
+                           "local[1]", "--out", str(out), capture], env=env, cwd=ROOT, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    frames, _, _, _ = inspect_chains([capture])
+    assert table_frames(str(out)) == frames
+    assert sum(frames.values()) == 40

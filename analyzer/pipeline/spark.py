@@ -135,8 +135,10 @@ def session(master: str | None, app: str = "streamproto pipeline") -> Any:
 
     builder = SparkSession.builder.appName(app)
     # Under spark-submit the master comes from there; otherwise local[*] unless told.
-    if master or not SparkConf().contains("spark.master"):
+    conf = SparkConf()
+    if master or not conf.contains("spark.master"):
         builder = builder.master(master or "local[*]")
+    local_python(master or conf.get("spark.master", "local[*]"))
     if not sys.stderr.isatty():  # Spark's progress bars are for terminals, not logs
         builder = builder.config("spark.ui.showConsoleProgress", "false")
     try:
@@ -145,6 +147,15 @@ def session(master: str | None, app: str = "streamproto pipeline") -> Any:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise SparkUnavailable(f"cannot start Spark ({first}); the Spark engine needs Java 17 "
                                f"(apt-get install openjdk-17-jre-headless)") from exc
+
+
+def local_python(master: str) -> None:
+    """Before a SparkContext starts: with a local master, its Python workers run this interpreter
+    (the one that has streamproto and pyarrow) unless PYSPARK_PYTHON says otherwise. PySpark would
+    start `python3` from PATH, another interpreter when the venv is not activated, and every task
+    would fail to import them."""
+    if master.startswith("local") and "PYSPARK_PYTHON" not in os.environ:
+        os.environ["PYSPARK_PYTHON"] = sys.executable
 
 
 class SparkUnavailable(RuntimeError):
