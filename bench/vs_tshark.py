@@ -26,6 +26,11 @@ tshark gets ``-d tcp.port==PORT,NAME`` where it has a dissector; tshark 4.0 has 
 Stream, Iggy or AMQP/Fast, so there it dissects only down to TCP: those ratios compare against less
 work.
 
+streamproto runs under the interpreter that runs this script (``sys.executable``), and the header
+names it: the same code took 10-23 % less time on Debian's python3.11 (built with profile-guided
+optimisation and LTO, libpython linked into the executable) than on pyenv's default build of 3.11
+(neither; libpython a shared library), so figures are only comparable on one build.
+
 Usage: python bench/vs_tshark.py [NAME ...] [--runs N] [--src DIR] [--json] [--markdown]
                                  [--big | --big-only] [--big-workload NAME] [--work DIR]
 """
@@ -380,6 +385,18 @@ def measure_big(name: str, work: Path, src: Path, jobs: bool, hwm: Path) -> dict
             "megabytes": round(big.stat().st_size / 1e6), "formats": formats}
 
 
+def interpreter() -> str:
+    """The Python that runs streamproto here: version, executable, and whether libpython is a shared
+    library (position-independent code, as pyenv builds it by default) or linked into the executable."""
+    try:
+        with open("/proc/self/maps") as maps:
+            shared = any("libpython" in line for line in maps)
+    except OSError:
+        return f"Python {platform.python_version()} ({os.path.realpath(sys.executable)})"
+    linked = "libpython a shared library" if shared else "libpython in the executable"
+    return f"Python {platform.python_version()} ({os.path.realpath(sys.executable)}, {linked})"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("names", nargs="*", metavar="NAME", help="workloads (default: all)")
@@ -402,7 +419,8 @@ def main(argv: list[str] | None = None) -> int:
     commit = subprocess.run(["git", "-C", str(src), "log", "-1", "--format=%h %cs"], capture_output=True,
                             text=True).stdout.strip() or "unknown"
     tshark = subprocess.run(["tshark", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
-    header = (f"streamproto {commit} ({src}) vs {tshark}; {os.cpu_count()} cores, {platform.machine()}; "
+    header = (f"streamproto {commit} ({src}) on {interpreter()} vs {tshark}; {os.cpu_count()} cores, "
+              f"{platform.machine()}; "
               f"median of {args.runs} paired runs; tshark uses one core; streamproto "
               + ("--jobs 1 in (a)-(d), and its default (every core) in (b)-(d) too" if jobs
                  else "has no --jobs (one process)"))
