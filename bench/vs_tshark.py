@@ -27,9 +27,10 @@ Stream, Iggy or AMQP/Fast, so there it dissects only down to TCP: those ratios c
 work.
 
 streamproto runs under the interpreter that runs this script (``sys.executable``), and the header
-names it: the same code took 10-23 % less time on Debian's python3.11 (built with profile-guided
-optimisation and LTO, libpython linked into the executable) than on pyenv's default build of 3.11
-(neither; libpython a shared library), so figures are only comparable on one build.
+names it: the same code took 15 % less time (the median of 33 measures) on Debian's python3.11
+(built with profile-guided optimisation and LTO, libpython linked into the executable) than on
+pyenv's default build of 3.11 (neither; libpython a shared library), so figures are only comparable
+on one build.
 
 Usage: python bench/vs_tshark.py [NAME ...] [--runs N] [--src DIR] [--json] [--markdown]
                                  [--big | --big-only] [--big-workload NAME] [--work DIR]
