@@ -29,6 +29,7 @@ def spark() -> Iterator[Any]:
 
     from analyzer.pipeline.spark import local_python
 
+    before = os.environ.get("PYSPARK_PYTHON")
     local_python("local[2]")  # as the pipeline's own session does, for a venv not activated
     session = (SparkSession.builder.master("local[2]").appName("streamproto tests")
                .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
@@ -36,6 +37,8 @@ def spark() -> Iterator[Any]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+    if before is None:
+        os.environ.pop("PYSPARK_PYTHON", None)
 
 
 @pytest.fixture(scope="module")
