@@ -136,9 +136,10 @@ def session(master: str | None, app: str = "streamproto pipeline") -> Any:
     builder = SparkSession.builder.appName(app)
     # Under spark-submit the master comes from there; otherwise local[*] unless told.
     conf = SparkConf()
+    url = master or conf.get("spark.master", "local[*]")
     if master or not conf.contains("spark.master"):
-        builder = builder.master(master or "local[*]")
-    local_python(master or conf.get("spark.master", "local[*]"))
+        builder = builder.master(url)
+    local_python(url)
     if not sys.stderr.isatty():  # Spark's progress bars are for terminals, not logs
         builder = builder.config("spark.ui.showConsoleProgress", "false")
     try:
