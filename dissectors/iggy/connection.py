@@ -18,6 +18,7 @@ anything about the dialect. ``--dialect iggy=NAME`` fixes the dialect. All state
 from __future__ import annotations
 
 import struct
+from functools import partial
 from typing import Any
 
 from analyzer.api import Connection, Direction, Event, Field, Finding, Frame
@@ -59,7 +60,7 @@ from dissectors.iggy.status import CLIENT_MISTAKES, OK, UNSOLICITED, known, stat
 from dissectors.iggy.types import U128, Decoded
 from dissectors.kit import Correlator, Piece, plain_state
 from dissectors.kit import state as kit_state
-from dissectors.kit.lazy import LazyFrame
+from dissectors.kit.lazy import LazyField, LazyFrame
 from dissectors.schema import DecodeError
 
 PAIR = struct.Struct("<II")
@@ -520,22 +521,13 @@ class IggyConnection(Connection):
         return frame
 
     def _v_request(self, frame: Frame, data: bytes, ts: float) -> None:
-        header = frame.fields[0]
-        assert header.children is not None
         (number,) = U64.unpack_from(data, 168)
         op = data[176]
-        opname, code = OPERATIONS.get(op, ("unknown", None))
+        code = OPERATIONS.get(op, ("unknown", None))[1]
         (at196,) = U32.unpack_from(data, 196)
-        header.children += [
-            _u128(data, "client", 128), _u128(data, "request_checksum", 144),
-            Field("timestamp", U64.unpack_from(data, 160)[0], 160, 8), Field("request", number, 168, 8),
-            Field("operation", op, 176, 1, opname), Field("session", U64.unpack_from(data, 184)[0], 184, 8),
-            Field("user_id", U32.unpack_from(data, 192)[0], 192, 4)]
         _reserved(frame, data, 177, 184, "padding")
-        if op == NON_REPLICATED or (op == REGISTER and at196 in LOGINS):
+        if _v_request_code(op, at196):
             code = at196
-            header.children.append(Field("code", at196, 196, 4, COMMANDS[at196].name if at196 in COMMANDS
-                                         else "unknown"))
             _reserved(frame, data, 200, 256, "reserved")
         else:
             _reserved(frame, data, 196, 256, "reserved")
@@ -576,17 +568,9 @@ class IggyConnection(Connection):
             frame.findings.append(f)
 
     def _v_reply(self, frame: Frame, data: bytes, ts: float) -> None:
-        header = frame.fields[0]
-        assert header.children is not None
         (number,) = U64.unpack_from(data, 200)
         op = data[208]
         (status,) = U32.unpack_from(data, 216)
-        header.children += [
-            _u128(data, "request_checksum", 128), _u128(data, "context", 144), _u128(data, "client", 160),
-            Field("op", U64.unpack_from(data, 176)[0], 176, 8), Field("commit", U64.unpack_from(data, 184)[0], 184, 8),
-            Field("timestamp", U64.unpack_from(data, 192)[0], 192, 8), Field("request", number, 200, 8),
-            Field("operation", op, 208, 1, OPERATIONS.get(op, ("unknown", None))[0]),
-            Field("status", status, 216, 4, status_name(status))]
         _reserved(frame, data, 209, 216, "padding")
         _reserved(frame, data, 220, 256, "reserved")
         assert self.pairs is not None
@@ -630,15 +614,9 @@ class IggyConnection(Connection):
         frame.fields.extend(decoded.fields)
 
     def _v_eviction(self, frame: Frame, data: bytes) -> None:
-        header = frame.fields[0]
-        assert header.children is not None
-        server, minimum = struct.unpack_from("<II", data, 144)
+        server, minimum = _EVICTION_VERSIONS.unpack_from(data, 144)
         reason = data[255]
         rname = EVICTION_REASONS.get(reason, "UNKNOWN")
-        header.children += [_u128(data, "client", 128),
-                            Field("server_protocol_version", server, 144, 4, _ver(server)),
-                            Field("server_protocol_version_min", minimum, 148, 4, _ver(minimum)),
-                            Field("reason", reason, 255, 1, rname)]
         _reserved(frame, data, 152, 255, "reserved")
         frame.info = f"EVICTION reason={reason} {rname}"
         frame.findings.append(R.EVICTION(f"the server evicted the client: {rname} ({reason})", command="EVICTION",
@@ -733,13 +711,57 @@ def _u128(data: bytes, name: str, at: int) -> Field:
 
 
 def _v_header(data: bytes) -> Field:
-    """The common prefix of the 256-byte header (9.1); the connection adds the command's part."""
-    size, view, release = struct.unpack_from("<III", data, 48)
+    """The 256-byte header (9.1): its fields are made when a view reads them (_v_header_fields)."""
+    vcmd = data[60]
+    return LazyField("header", vcmd, 0, 256, partial(_v_header_fields, data), False, V_COMMANDS.get(vcmd, "unknown"))
+
+
+def _v_header_fields(data: bytes) -> list[Field]:
+    """The header's fields: the common prefix, then the command's part."""
+    size, view, release = _SIZE_VIEW_RELEASE.unpack_from(data, 48)
     vcmd = data[60]
     kids = [_u128(data, "checksum", 0), _u128(data, "checksum_body", 16), _u128(data, "cluster", 32),
             Field("size", size, 48, 4), Field("view", view, 52, 4), Field("release", release, 56, 4),
             Field("command", vcmd, 60, 1, V_COMMANDS.get(vcmd, "unknown")), Field("replica", data[61], 61, 1)]
-    return Field("header", vcmd, 0, 256, V_COMMANDS.get(vcmd, "unknown"), kids)
+    if vcmd == V_REQUEST:
+        (number,) = U64.unpack_from(data, 168)
+        op = data[176]
+        (at196,) = U32.unpack_from(data, 196)
+        kids += [
+            _u128(data, "client", 128), _u128(data, "request_checksum", 144),
+            Field("timestamp", U64.unpack_from(data, 160)[0], 160, 8), Field("request", number, 168, 8),
+            Field("operation", op, 176, 1, OPERATIONS.get(op, ("unknown", None))[0]),
+            Field("session", U64.unpack_from(data, 184)[0], 184, 8),
+            Field("user_id", U32.unpack_from(data, 192)[0], 192, 4)]
+        if _v_request_code(op, at196):
+            kids.append(Field("code", at196, 196, 4, COMMANDS[at196].name if at196 in COMMANDS else "unknown"))
+    elif vcmd == V_REPLY:
+        op = data[208]
+        (status,) = U32.unpack_from(data, 216)
+        kids += [
+            _u128(data, "request_checksum", 128), _u128(data, "context", 144), _u128(data, "client", 160),
+            Field("op", U64.unpack_from(data, 176)[0], 176, 8), Field("commit", U64.unpack_from(data, 184)[0], 184, 8),
+            Field("timestamp", U64.unpack_from(data, 192)[0], 192, 8),
+            Field("request", U64.unpack_from(data, 200)[0], 200, 8),
+            Field("operation", op, 208, 1, OPERATIONS.get(op, ("unknown", None))[0]),
+            Field("status", status, 216, 4, status_name(status))]
+    elif vcmd == V_EVICTION:
+        server, minimum = _EVICTION_VERSIONS.unpack_from(data, 144)
+        reason = data[255]
+        kids += [_u128(data, "client", 128),
+                 Field("server_protocol_version", server, 144, 4, _ver(server)),
+                 Field("server_protocol_version_min", minimum, 148, 4, _ver(minimum)),
+                 Field("reason", reason, 255, 1, EVICTION_REASONS.get(reason, "UNKNOWN"))]
+    return kids
+
+
+def _v_request_code(op: int, at196: int) -> bool:
+    """Whether a V request of operation ``op`` carries a command code at 196 (``at196``)."""
+    return op == NON_REPLICATED or (op == REGISTER and at196 in LOGINS)
+
+
+_SIZE_VIEW_RELEASE = struct.Struct("<III")
+_EVICTION_VERSIONS = struct.Struct("<II")
 
 
 def _reserved(frame: Frame, data: bytes, start: int, end: int, what: str) -> None:
