@@ -226,9 +226,11 @@ class IggyConnection(Connection):
         return out
 
     def _frame(self, d: Direction, piece: Piece, ts: float, lean: bool) -> Frame | None:
-        """The frame of ``piece``; ``lean`` (a findings-only run): None for a classic response that
-        carries nothing to show (see _lean_response)."""
+        """The frame of ``piece``; ``lean`` (a findings-only run): None for a response or V reply
+        that carries nothing to show (see _lean_response, _v_lean_reply)."""
         if self.framing == VSR:
+            if lean and d is S2C and piece.data[60] == V_REPLY:
+                return self._v_lean_reply(piece, ts)
             return self._vsr(d, piece, ts)
         if d is C2S:
             return self._request(piece, ts, lean)
@@ -498,16 +500,19 @@ class IggyConnection(Connection):
             frame.findings.append(R.REFUSED(text, command=command, field="status"))
 
     # ------------------------------------------------------------------ V (consensus header)
-    def _vsr(self, d: Direction, piece: Piece, ts: float) -> Frame:
+    def _vsr(self, d: Direction, piece: Piece, ts: float, reply: tuple[Any, Decoded | None] | None = None) -> Frame:
+        """A V frame; ``reply``: a reply's request as pairs.response gave it, and its decoded
+        payload or None, when _v_lean_reply took them already."""
         data = piece.data
         vcmd = data[60]
         header = _v_header(data)
         frame = Frame(d, piece.offset, len(data), V_COMMANDS.get(vcmd, "UNKNOWN").upper(), None, "", [header], [],
                       "V", data)
+        pending: list[Any] | None = None
         if vcmd == V_REQUEST:
-            self._v_request(frame, data, ts)
+            pending = self._v_request(frame, data, ts)
         elif vcmd == V_REPLY:
-            self._v_reply(frame, data, ts)
+            self._v_reply(frame, data, ts, *(reply or (_TAKE, None)))
         elif vcmd == V_EVICTION:
             self._v_eviction(frame, data)
         else:
@@ -518,9 +523,12 @@ class IggyConnection(Connection):
                 frame.fields.append(Field("body", data[256:], 256, len(data) - 256))
             frame.info = f"{frame.command} size={len(data)}"
         _reserved(frame, data, 62, 128, "header")
+        if pending is not None and frame.findings:
+            pending[1] |= SHOWN  # its reply is given back in a findings-only run (_v_lean_reply)
         return frame
 
-    def _v_request(self, frame: Frame, data: bytes, ts: float) -> None:
+    def _v_request(self, frame: Frame, data: bytes, ts: float) -> list[Any]:
+        """Checks and pairs a V request; what it left with the correlator for its reply."""
         (number,) = U64.unpack_from(data, 168)
         op = data[176]
         code = OPERATIONS.get(op, ("unknown", None))[1]
@@ -562,12 +570,37 @@ class IggyConnection(Connection):
                                                   f"replicated request had {self.replicated})",
                                                   command=frame.command, field="request"))
             self.replicated = max(self.replicated, number)
-        f = self.pairs.request("c2s", number, frame.command, frame.request_anchor(), ts, [frame.code, _flags(frame), op],
-                               limit_rule=R.LIMIT)
+        pending = [frame.code, _flags(frame), op]
+        f = self.pairs.request("c2s", number, frame.command, frame.request_anchor(), ts, pending, limit_rule=R.LIMIT)
         if f is not None:
             frame.findings.append(f)
+        return pending
 
-    def _v_reply(self, frame: Frame, data: bytes, ts: float) -> None:
+    def _v_lean_reply(self, piece: Piece, ts: float) -> Frame | None:
+        """A findings-only run's V reply: None when it carries nothing to show (as _lean_response:
+        no finding, answering a request given back without findings, in the dialect the engine
+        last saw), checked as _vsr and _v_reply check it; else its frame."""
+        data = piece.data
+        (number,) = U64.unpack_from(data, 200)
+        op = data[208]
+        (status,) = U32.unpack_from(data, 216)
+        assert self.pairs is not None
+        pending = self.pairs.response("s2c", number)
+        if (pending is None or status != OK or op in REPLICATED or pending[3][1] & SHOWN
+                or pending[3][0] in (None, 40, 45) or len(pending[3]) < 3 or pending[3][2] != op
+                or self.dialect != self.given_dialect or data[62:128] != _ZERO_66
+                or data[209:216] != _ZERO_7 or data[220:256] != _ZERO_36):
+            return self._vsr(S2C, piece, ts, (pending, None))
+        code = pending[3][0]
+        decoded = self._decode_response(code, data, 256) if len(data) > 256 else None
+        if decoded is not None and decoded.problems:
+            return self._vsr(S2C, piece, ts, (pending, decoded))
+        self._login_answered(code, status)
+        return None
+
+    def _v_reply(self, frame: Frame, data: bytes, ts: float, pending: Any, decoded: Decoded | None) -> None:
+        """Checks a V reply and pairs it with its request (``pending``: as pairs.response gave it,
+        or _TAKE to ask it here); ``decoded``: its payload when decoded already."""
         (number,) = U64.unpack_from(data, 200)
         op = data[208]
         (status,) = U32.unpack_from(data, 216)
@@ -575,7 +608,8 @@ class IggyConnection(Connection):
         _reserved(frame, data, 220, 256, "reserved")
         assert self.pairs is not None
         frame.command = "RESPONSE"  # until it is paired: <REQUEST>_RESPONSE
-        pending = self.pairs.response("s2c", number)
+        if pending is _TAKE:
+            pending = self.pairs.response("s2c", number)
         if pending is None and not self.lossy:
             frame.findings.append(R.UNKNOWN_REPLY(f"reply to request number {number} that matches no outstanding "
                                                   f"request", command="RESPONSE"))
@@ -591,7 +625,7 @@ class IggyConnection(Connection):
         if pending is not None and pending[3][0] in (40, 45) and status == OK and len(data) > start:
             self._register_reply(frame, pending, data, start, ts, number)
             return
-        self._answer(frame, pending, status, data, start, ts, f" req={number}")
+        self._answer(frame, pending, status, data, start, ts, f" req={number}", decoded)
 
     def _register_reply(self, frame: Frame, pending: list[Any], data: bytes, start: int, ts: float,
                         number: int) -> None:
@@ -761,6 +795,10 @@ def _v_request_code(op: int, at196: int) -> bool:
 
 
 _SIZE_VIEW_RELEASE = struct.Struct("<III")
+#: A reply's reserved ranges as _vsr and _v_reply check them (62..128, 209..216, 220..256), clean.
+_ZERO_66, _ZERO_7, _ZERO_36 = bytes(66), bytes(7), bytes(36)
+#: _v_reply's ``pending`` when the reply's request is still to be taken from the correlator.
+_TAKE: Any = object()
 _EVICTION_VERSIONS = struct.Struct("<II")
 
 
