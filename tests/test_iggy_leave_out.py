@@ -129,25 +129,62 @@ def test_clean_requests_of_a_findings_only_run_are_decoded_only_if_read() -> Non
 
 def test_a_clean_send_is_what_its_decode_finds_nothing_wrong_with() -> None:
     # messages.send_messages_clean tells a findings-only run that a SEND_MESSAGES request's decode
-    # would have nothing to say, for the dialects it knows (Z1, Z2, C): exactly then.
+    # would have nothing to say, for the dialects it knows (Z1, Z2, C, V): exactly then.
     from dissectors.iggy.messages import decode_send_messages, send_messages_clean
 
+    sends = [(dialect, data) for code, data in _requests()
+             if COMMANDS[code].name == "SEND_MESSAGES" and len(data) <= 500  # the small ones: 14 sends
+             for dialect in ("Z1", "Z2", "C")]
+    sends += [("V", data) for data in _v_sends()]
     checked = clean_ones = 0
-    for code, data in _requests():
-        if COMMANDS[code].name != "SEND_MESSAGES" or len(data) > 500:  # the small ones: 14 sends
-            continue
-        for dialect in ("Z1", "Z2", "C"):
-            for v in _variants(data):
-                d = decode_send_messages(dialect, v, 8, len(v))
-                tried = [(v, d)]
-                # A variant that changed the metadata's length, with metadata_length made to agree.
-                count = next((f for f in d.fields if f.name == "messages_count"), None)
-                if count is not None and count.offset - 8 != int.from_bytes(v[8:12], "little"):
-                    fixed = v[:8] + (count.offset - 8).to_bytes(4, "little") + v[12:]
-                    tried.append((fixed, decode_send_messages(dialect, fixed, 8, len(fixed))))
-                for got, decoded in tried:
-                    want = not decoded.problems
-                    assert send_messages_clean(dialect, got, 8) == want, (dialect, got.hex())
-                    checked += 1
-                    clean_ones += want
+    counted: dict[str, int] = {}
+    for dialect, data in sends:
+        for v in _variants(data):
+            d = decode_send_messages(dialect, v, 8, len(v))
+            tried = [(v, d)]
+            # A variant that changed the metadata's length, with metadata_length made to agree.
+            count = next((f for f in d.fields if f.name == "messages_count"), None)
+            if count is not None and count.offset - 8 != int.from_bytes(v[8:12], "little"):
+                fixed = v[:8] + (count.offset - 8).to_bytes(4, "little") + v[12:]
+                tried.append((fixed, decode_send_messages(dialect, fixed, 8, len(fixed))))
+            for got, decoded in tried:
+                want = not decoded.problems
+                assert send_messages_clean(dialect, got, 8) == want, (dialect, got.hex())
+                checked += 1
+                clean_ones += want
+                counted[dialect] = counted.get(dialect, 0) + want
     assert checked > 5000 and clean_ones > 20, (checked, clean_ones)
+    assert counted["V"] >= 2, counted  # the recorded sends themselves at least
+
+
+def _v_sends() -> list[bytes]:
+    """The bodies of the small V SEND_MESSAGES requests of the bundled captures, each behind 8
+    octets (where a classic request's payload starts, as _variants wants it)."""
+    out: dict[bytes, None] = {}
+    for name in ALL:
+        for rec in R.recordings(str(CAPS / name), "iggy"):
+            for ev in R.events(DISSECTOR, rec):
+                if (isinstance(ev, Frame) and ev.dialect == "V" and ev.command == "SEND_MESSAGES" and ev.data
+                        and len(ev.data) <= 800):
+                    out[bytes(8) + bytes(ev.data[256:])] = None
+    assert len(out) >= 2
+    return list(out)
+
+
+def test_clean_v_requests_of_a_findings_only_run_are_decoded_only_if_read() -> None:
+    from dissectors.iggy.connection import _v_clean_request
+    from dissectors.kit.lazy import LazyFrame
+
+    rec = R.recordings(str(CAPS / "apache_iggy_0.9.0.pcap"), "iggy")[0]
+    given = [e for events, _, _, _ in R.lean_calls(DISSECTOR, rec, True) for e in events]
+    full = [e for events, _, _, _ in R.lean_calls(DISSECTOR, rec, False) for e in events]
+    lazy = [e for e in given if type(e) is LazyFrame and e._build is _v_clean_request]
+    assert {e.command for e in lazy} >= {"POLL_MESSAGES", "SEND_MESSAGES", "PING", "GET_CLUSTER_METADATA"}
+    requests = [e for e in given if getattr(e, "direction", None) == "c2s"]
+    # every request is given back, and read it says what the full run's frame says
+    assert len(requests) == len([e for e in full if getattr(e, "direction", None) == "c2s"])
+    by_offset = {e.offset: e for e in full if getattr(e, "direction", None) == "c2s"}
+    for e in lazy:
+        assert e._build is not None  # nothing read it yet
+        twin = by_offset[e.offset]
+        assert (e.info, R.normal([e])) == (twin.info, R.normal([twin]))

@@ -229,8 +229,12 @@ class IggyConnection(Connection):
         """The frame of ``piece``; ``lean`` (a findings-only run): None for a response or V reply
         that carries nothing to show (see _lean_response, _v_lean_reply)."""
         if self.framing == VSR:
-            if lean and d is S2C and piece.data[60] == V_REPLY:
-                return self._v_lean_reply(piece, ts)
+            if lean:
+                vcmd = piece.data[60]
+                if vcmd == V_REPLY and d is S2C:
+                    return self._v_lean_reply(piece, ts)
+                if vcmd == V_REQUEST:
+                    return self._vsr(d, piece, ts, clean=_v_clean_command(piece.data))
             return self._vsr(d, piece, ts)
         if d is C2S:
             return self._request(piece, ts, lean)
@@ -500,14 +504,21 @@ class IggyConnection(Connection):
             frame.findings.append(R.REFUSED(text, command=command, field="status"))
 
     # ------------------------------------------------------------------ V (consensus header)
-    def _vsr(self, d: Direction, piece: Piece, ts: float, reply: tuple[Any, Decoded | None] | None = None) -> Frame:
+    def _vsr(self, d: Direction, piece: Piece, ts: float, reply: tuple[Any, Decoded | None] | None = None,
+             clean: Command | None = None) -> Frame:
         """A V frame; ``reply``: a reply's request as pairs.response gave it, and its decoded
-        payload or None, when _v_lean_reply took them already."""
+        payload or None, when _v_lean_reply took them already; ``clean``: a findings-only run's
+        request's command when _v_clean_command found nothing to say of its bytes (its fields and
+        Info line are then made only if a view reads them, by _v_clean_request)."""
         data = piece.data
         vcmd = data[60]
-        header = _v_header(data)
-        frame = Frame(d, piece.offset, len(data), V_COMMANDS.get(vcmd, "UNKNOWN").upper(), None, "", [header], [],
-                      "V", data)
+        frame: Frame
+        if clean is not None:
+            frame = LazyFrame(d, piece.offset, len(data), clean.name, clean.code, [], data, _v_clean_request, clean)
+            frame.dialect = "V"
+        else:
+            frame = Frame(d, piece.offset, len(data), V_COMMANDS.get(vcmd, "UNKNOWN").upper(), None, "",
+                          [_v_header(data)], [], "V", data)
         pending: list[Any] | None = None
         if vcmd == V_REQUEST:
             pending = self._v_request(frame, data, ts)
@@ -552,15 +563,16 @@ class IggyConnection(Connection):
             frame.info = f"UNKNOWN operation={op} req={number}"
             frame.code = code
         else:
-            decoded = payloads.request(cmd, "V", data, 256)
-            self._request_frame(frame, cmd, decoded)
-            frame.info += f" req={number}"
+            if type(frame) is not LazyFrame:  # (a LazyFrame's bytes are clean: _v_clean_command)
+                decoded = payloads.request(cmd, "V", data, 256)
+                self._request_frame(frame, cmd, decoded)
+                frame.info += f" req={number}"
+                if cmd.code == 40:
+                    cv = next((f for f in decoded.fields if f.name == "client_version"), None)
+                    if cv is not None and cv.children:
+                        self.client_version = cv.children[0].value
+                        frame.info += f" protocol={cv.children[0].display}"
             self._judge_login(frame, cmd)
-            if cmd.code == 40:
-                cv = next((f for f in decoded.fields if f.name == "client_version"), None)
-                if cv is not None and cv.children:
-                    self.client_version = cv.children[0].value
-                    frame.info += f" protocol={cv.children[0].display}"
         assert self.pairs is not None
         if op >= 128 and not self.lossy:
             # Replicated requests consume the numbers 1, 2, 3, ...; a number used again is a request
@@ -711,6 +723,32 @@ def _clean_request(frame: LazyFrame, ctx: tuple[list[Field], Command, str]) -> t
     return fields + decoded.fields, _request_info(cmd, decoded)
 
 
+def _v_clean_command(data: bytes) -> Command | None:
+    """A V request's command when nothing in its bytes calls for a word: the header's reserved
+    ranges zero, a command V knows other than the register (whose version is followed), a payload
+    that payloads.clean_request passes; else None (the request is then decoded at once)."""
+    op = data[176]
+    (at196,) = U32.unpack_from(data, 196)
+    if _v_request_code(op, at196):
+        code, rest = at196, data[200:256] == _ZERO_56
+    else:
+        code, rest = OPERATIONS.get(op, ("unknown", None))[1], data[196:256] == _ZERO_60
+    cmd = COMMANDS.get(code) if code is not None else None
+    if (cmd is None or cmd.code == 40 or not rest or data[62:128] != _ZERO_66 or data[177:184] != _ZERO_7
+            or not cmd.known_in("V") or not payloads.clean_request(cmd, "V", data, 256)):
+        return None
+    return cmd
+
+
+def _v_clean_request(frame: LazyFrame, cmd: Command) -> tuple[list[Field], str]:
+    """A V request _v_clean_command passed: decoded now, as _v_request decodes one."""
+    data = frame.data
+    assert data is not None
+    decoded = payloads.request(cmd, "V", data, 256)
+    (number,) = U64.unpack_from(data, 168)
+    return [_v_header(data), *decoded.fields], f"{_request_info(cmd, decoded)} req={number}"
+
+
 def _request_info(cmd: Command, decoded: Decoded) -> str:
     if cmd.name == "SEND_MESSAGES":
         return f"{cmd.name} {decoded.info}".rstrip()
@@ -795,8 +833,10 @@ def _v_request_code(op: int, at196: int) -> bool:
 
 
 _SIZE_VIEW_RELEASE = struct.Struct("<III")
-#: A reply's reserved ranges as _vsr and _v_reply check them (62..128, 209..216, 220..256), clean.
+#: The reserved ranges _vsr, _v_request and _v_reply check (62..128; 177..184 or 209..216; 220..256), clean.
 _ZERO_66, _ZERO_7, _ZERO_36 = bytes(66), bytes(7), bytes(36)
+#: A request's reserved bytes after its operation's part (200..256 after a command code, else 196..256), clean.
+_ZERO_56, _ZERO_60 = bytes(56), bytes(60)
 #: _v_reply's ``pending`` when the reply's request is still to be taken from the correlator.
 _TAKE: Any = object()
 _EVICTION_VERSIONS = struct.Struct("<II")

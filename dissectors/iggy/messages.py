@@ -997,10 +997,10 @@ def _index_and_frames(w: _Walk, fields: list[Field], off: int, end: int, count: 
 
 def send_messages_clean(dialect: str, buf: bytes, start: int) -> bool:
     """Whether decode_send_messages would find nothing wrong with the SEND_MESSAGES payload
-    ``buf[start:]`` of a Z1/Z2/C dialect, told without the header's Fields (ends.py checks it); the
-    index and frames are checked as the decode checks them. False for the other dialects (the
-    caller then decodes). tests/test_iggy_leave_out.py holds it to the decode."""
-    if dialect in LEGACY or dialect == "V":
+    ``buf[start:]`` of a Z1/Z2/C/V dialect, told without the metadata's Fields (ends.py checks
+    them); the index and frames (V: the batch) are checked as the decode checks them. False for the
+    legacy dialects (the caller then decodes). tests/test_iggy_leave_out.py holds it to the decode."""
+    if dialect in LEGACY:
         return False
     end = len(buf)
     off = start + 4
@@ -1020,7 +1020,12 @@ def send_messages_clean(dialect: str, buf: bytes, start: int) -> bool:
         return False
     w = _Walk(dialect, buf, polled=False)
     try:
-        _index_and_frames(w, [], off, end, count)
+        if dialect == "V":
+            _, _, off, n = _batches(w, off, end, single=True)
+            _count_check(w, count, n)
+            _trailing(w, [], off, end)
+        else:
+            _index_and_frames(w, [], off, end, count)
     except DecodeError:
         return False
     return not w.problems
