@@ -32,6 +32,7 @@ NAMES = (
     "amqp091_rpc",
     "rabbitmq_stream_subbatch",
     "iggy_send_poll",
+    "iggy_send_poll_v",
     "amqp_fast_fragmented",
 )
 

@@ -1,10 +1,12 @@
-"""The iggy_send_poll client session, run inside the apache-iggy 0.7.0 venv (see iggy_send_poll.py).
+"""The Iggy send/poll client session, run inside an apache-iggy venv (see iggy_send_poll.py and
+iggy_send_poll_v.py).
 
     /tmp/iggy-venvs/apache_iggy_0.7.0/bin/python bench/workloads/iggy_client_session.py --port P --rounds N [--stream NAME]
 
 Connects, logs in, creates a stream and a topic (2 partitions), then N rounds of: send a batch of
 10 messages to one partition, poll 10 back from that partition's next offset. Prints one JSON line.
-Imports nothing from the project: it runs in the client's own venv.
+Imports nothing from the project: it runs in the client's own venv. apache-iggy 0.9 takes
+poll_messages' arguments by keyword, with a consumer (as captures/iggy/session.py calls it).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ async def run(port: int, rounds: int, stream: str) -> dict:
     await maybe(c.login_user("iggy", "iggy"))
     await maybe(c.create_stream(stream))
     await maybe(c.create_topic(stream, "orders", 2))
+    keywords = hasattr(ig, "Consumer")  # apache-iggy 0.9 and later
     offsets = [0, 0]
     sent = polled = 0
     for r in range(rounds):
@@ -35,7 +38,13 @@ async def run(port: int, rounds: int, stream: str) -> dict:
         msgs = [ig.SendMessage(f'{{"order": {r * 10 + i}, "note": "send/poll benchmark"}}') for i in range(10)]
         await maybe(c.send_messages(stream, "orders", part, msgs))
         sent += len(msgs)
-        got = await maybe(c.poll_messages(stream, "orders", part, ig.PollingStrategy.Offset(offsets[part]), 10, True))
+        if keywords:
+            got = await c.poll_messages(stream, "orders", consumer=ig.Consumer.Single("bench"),
+                                        polling_strategy=ig.PollingStrategy.Offset(offsets[part]), count=10,
+                                        auto_commit=True, partition_id=part)
+        else:
+            got = await maybe(c.poll_messages(stream, "orders", part, ig.PollingStrategy.Offset(offsets[part]), 10,
+                                              True))
         offsets[part] += len(got)
         polled += len(got)
     return {"rounds": rounds, "sent": sent, "polled": polled}

@@ -23,11 +23,18 @@ TSHARK = None
 
 
 def build(out: Path, scale: float = 1.0) -> None:
+    record_send_poll(out, scale, "apache_iggy_0.7.0")
+
+
+def record_send_poll(out: Path, scale: float, client: str) -> None:
+    """Records iggy_client_session.py run by ``client`` (a name of captures/iggy/record.py's
+    CLIENTS: its release, in a venv of its own) against the responder speaking its dialect."""
     rounds = max(50, int(8_000 * scale))
-    python = iggy_record.ensure_venv("apache_iggy_0.7.0", "apache-iggy", "0.7.0")
+    dist, version, dialect = iggy_record.CLIENTS[client]
+    python = iggy_record.ensure_venv(client, dist, version)
     if not iggy_record.port_free(PORT):
         raise SystemExit(f"port {PORT} is busy: the Iggy responder needs it (streamproto's default Iggy port)")
-    responder = subprocess.Popen([sys.executable, str(ROOT / "captures" / "iggy" / "responder.py"), "--dialect", "C",
+    responder = subprocess.Popen([sys.executable, str(ROOT / "captures" / "iggy" / "responder.py"), "--dialect", dialect,
                                   "--port", str(PORT), "--log", os.devnull],
                                  stdout=subprocess.PIPE, text=True, start_new_session=True)
     try:
