@@ -437,8 +437,8 @@ def like_json(buf: bytes, off: int, end: int, like: Like) -> dict[str, Any] | No
 def _usual_message_json(buf: bytes | memoryview, off: int, end: int,
                         data_at: list[int] | None = None) -> dict[str, Any] | None:
     """message_json of the usual message, in one pass: every section with the smallulong
-    descriptor, each data section short (0xA0), every other one short and remembered in _JSON_SEEN,
-    and no section repeated that may not be. None for any other message (message_json's general
+    descriptor, each data section short (0xA0), every other one short (taken from _JSON_SEEN, or
+    decoded and remembered there), and no section repeated that may not be. None for any other message (message_json's general
     way then decodes it and remembers its sections). The same dict in the same order: sections in
     wire order, a repeatable one as a list where it first stands. ``data_at``: gets where each
     data section starts (for :func:`like_of`)."""
@@ -471,12 +471,21 @@ def _usual_message_json(buf: bytes | memoryview, off: int, end: int,
             size = stop - pos
             if stop > end or size > _SEEN_SIZE or (limit and size > limit):
                 return None
-            value = seen.get(bytes(buf[pos:stop]), seen)
-            if value is seen:
-                return None
             name = SECTIONS.get(code)
             if name is None:
                 return None
+            key = bytes(buf[pos:stop])
+            value = seen.get(key, seen)
+            if value is seen:
+                # Not met yet (application properties that differ message by message): decoded
+                # here and remembered, as the general way does, rather than that way's second pass.
+                try:
+                    val, q = decode_value(buf, p, end, 1)
+                except AmqpError:
+                    return None
+                if q != stop:
+                    return None
+                value = _json_of(name, val, key)
         if name in REPEATABLE:
             got = out.get(name)
             if got is None:
