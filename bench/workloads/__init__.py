@@ -31,6 +31,7 @@ NAMES = (
     "amqp091_routed_mixed",
     "amqp091_rpc",
     "rabbitmq_stream_subbatch",
+    "rabbitmq_stream_plain",
     "iggy_send_poll",
     "iggy_send_poll_v",
     "amqp_fast_fragmented",

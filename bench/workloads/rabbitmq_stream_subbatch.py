@@ -32,16 +32,25 @@ PER_BATCH = 20
 
 
 async def session(batches: int) -> None:
-    from rstream import (
-        AMQPMessage,
-        CompressionType,
-        Consumer,
-        ConsumerOffsetSpecification,
-        OffsetType,
-        Producer,
-    )
+    from rstream import AMQPMessage, CompressionType
 
-    stream = "bench-subbatch"
+    async def publish(producer, stream: str, on_confirm) -> None:
+        for b in range(batches):
+            msgs = [AMQPMessage(body=f'{{"order": {b * PER_BATCH + i}, "note": "sub-batch entry"}}'.encode(),
+                                application_properties={"batch": b})
+                    for i in range(PER_BATCH)]
+            kind = CompressionType.No if b % 4 == 3 else CompressionType.Gzip
+            await producer.send_sub_entry(stream, msgs, compression_type=kind, on_publish_confirm=on_confirm)
+
+    await publish_then_consume("bench-subbatch", publish, batches, batches * PER_BATCH, "sub-batches")
+
+
+async def publish_then_consume(stream: str, publish, sends: int, want: int, what: str) -> None:
+    """A producer (through the relay) creates ``stream`` and runs ``publish(producer, stream,
+    on_confirm)``, which makes ``sends`` confirmed sends of ``what``, then waits for their
+    confirms; then a consumer subscribes from the first offset and takes the ``want`` messages."""
+    from rstream import Consumer, ConsumerOffsetSpecification, OffsetType, Producer
+
     confirmed = 0
 
     def on_confirm(status) -> None:
@@ -50,18 +59,12 @@ async def session(batches: int) -> None:
 
     async with Producer("127.0.0.1", port=STREAM_RELAY_PORT, username="guest", password="guest") as producer:
         await producer.create_stream(stream, exists_ok=True)
-        for b in range(batches):
-            msgs = [AMQPMessage(body=f'{{"order": {b * PER_BATCH + i}, "note": "sub-batch entry"}}'.encode(),
-                                application_properties={"batch": b})
-                    for i in range(PER_BATCH)]
-            kind = CompressionType.No if b % 4 == 3 else CompressionType.Gzip
-            await producer.send_sub_entry(stream, msgs, compression_type=kind, on_publish_confirm=on_confirm)
-        for _ in range(200):
-            if confirmed >= batches:
+        await publish(producer, stream, on_confirm)
+        for _ in range(400):
+            if confirmed >= sends:
                 break
             await asyncio.sleep(0.05)
 
-    want = batches * PER_BATCH
     got = 0
     done = asyncio.Event()
 
@@ -81,8 +84,8 @@ async def session(batches: int) -> None:
         except TimeoutError:
             pass
         await consumer.delete_stream(stream)
-    counts = f"rstream: {confirmed} of {batches} sub-batches confirmed, {got} of {want} messages received"
-    if got < want or confirmed < batches:
+    counts = f"rstream: {confirmed} of {sends} {what} confirmed, {got} of {want} messages received"
+    if got < want or confirmed < sends:
         raise SystemExit(counts)
     print(f"  {counts}", file=sys.stderr)
 
