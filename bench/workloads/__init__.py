@@ -30,6 +30,7 @@ NAMES = (
     "amqp091_publish_consume",
     "amqp091_routed_mixed",
     "amqp091_rpc",
+    "amqp091_tx_reject",
     "rabbitmq_stream_subbatch",
     "rabbitmq_stream_plain",
     "iggy_send_poll",
