@@ -22,6 +22,7 @@ from functools import partial
 from typing import Any
 
 from analyzer.api import Connection, Direction, Event, Field, Finding, Frame
+from analyzer.jsonout import leaves_json
 from dissectors.iggy import payloads
 from dissectors.iggy import rules as R
 from dissectors.iggy.commands import (
@@ -57,7 +58,7 @@ from dissectors.iggy.dialects import (
 from dissectors.iggy.framing import MIDSTREAM_DETECT, REQUEST, RESPONSE, VSR, IggyFramer, detect
 from dissectors.iggy.login import MACHINE
 from dissectors.iggy.status import CLIENT_MISTAKES, OK, UNSOLICITED, known, status_name, status_text
-from dissectors.iggy.types import U128, Decoded
+from dissectors.iggy.types import Decoded, wide
 from dissectors.kit import Correlator, Piece, plain_state
 from dissectors.kit import state as kit_state
 from dissectors.kit.lazy import LazyField, LazyFrame
@@ -777,53 +778,71 @@ def _ver(v: int) -> str:
     return f"{major}.{minor}.{patch}"
 
 
-def _u128(data: bytes, name: str, at: int) -> Field:
-    """A V header's u128 at ``at`` (the framer gives the whole 256-byte header)."""
-    return U128.read(name, memoryview(data), at, at + 16)[0]
+#: A V header field as (name, value, offset, size, display): what its Field is made of.
+Leaf = tuple[str, Any, int, int, str | None]
+
+
+def _u128(data: bytes, name: str, at: int) -> Leaf:
+    """A V header's u128 at ``at`` as the schema's U128 reads it (value and display)."""
+    v = wide(int.from_bytes(data[at:at + 16], "little"))
+    return name, v, at, 16, f"{v:#034x}" if v else None
 
 
 def _v_header(data: bytes) -> Field:
-    """The 256-byte header (9.1): its fields are made when a view reads them (_v_header_fields)."""
+    """The 256-byte header (9.1): its fields are made when a view reads them, its JSON without them
+    (both from _v_header_leaves)."""
     vcmd = data[60]
-    return LazyField("header", vcmd, 0, 256, partial(_v_header_fields, data), False, V_COMMANDS.get(vcmd, "unknown"))
+    return LazyField("header", vcmd, 0, 256, partial(_v_header_fields, data), False, V_COMMANDS.get(vcmd, "unknown"),
+                     partial(_v_header_json, data))
 
 
 def _v_header_fields(data: bytes) -> list[Field]:
-    """The header's fields: the common prefix, then the command's part."""
+    return [Field(name, value, at, size, display) for name, value, at, size, display in _v_header_leaves(data)]
+
+
+def _v_header_json(data: bytes) -> dict[str, Any]:
+    """What analyzer.jsonout.field_json makes of the header's fields (leaves all, named once each)."""
+    return leaves_json(((leaf[0], leaf[1]) for leaf in _v_header_leaves(data)), {})
+
+
+def _v_header_leaves(data: bytes) -> list[Leaf]:
+    """The header's fields as (name, value, offset, size, display): the common prefix, then the
+    command's part."""
     size, view, release = _SIZE_VIEW_RELEASE.unpack_from(data, 48)
     vcmd = data[60]
-    kids = [_u128(data, "checksum", 0), _u128(data, "checksum_body", 16), _u128(data, "cluster", 32),
-            Field("size", size, 48, 4), Field("view", view, 52, 4), Field("release", release, 56, 4),
-            Field("command", vcmd, 60, 1, V_COMMANDS.get(vcmd, "unknown")), Field("replica", data[61], 61, 1)]
+    kids: list[Leaf] = [
+        _u128(data, "checksum", 0), _u128(data, "checksum_body", 16), _u128(data, "cluster", 32),
+        ("size", size, 48, 4, None), ("view", view, 52, 4, None), ("release", release, 56, 4, None),
+        ("command", vcmd, 60, 1, V_COMMANDS.get(vcmd, "unknown")), ("replica", data[61], 61, 1, None)]
     if vcmd == V_REQUEST:
         (number,) = U64.unpack_from(data, 168)
         op = data[176]
         (at196,) = U32.unpack_from(data, 196)
         kids += [
             _u128(data, "client", 128), _u128(data, "request_checksum", 144),
-            Field("timestamp", U64.unpack_from(data, 160)[0], 160, 8), Field("request", number, 168, 8),
-            Field("operation", op, 176, 1, OPERATIONS.get(op, ("unknown", None))[0]),
-            Field("session", U64.unpack_from(data, 184)[0], 184, 8),
-            Field("user_id", U32.unpack_from(data, 192)[0], 192, 4)]
+            ("timestamp", U64.unpack_from(data, 160)[0], 160, 8, None), ("request", number, 168, 8, None),
+            ("operation", op, 176, 1, OPERATIONS.get(op, ("unknown", None))[0]),
+            ("session", U64.unpack_from(data, 184)[0], 184, 8, None),
+            ("user_id", U32.unpack_from(data, 192)[0], 192, 4, None)]
         if _v_request_code(op, at196):
-            kids.append(Field("code", at196, 196, 4, COMMANDS[at196].name if at196 in COMMANDS else "unknown"))
+            kids.append(("code", at196, 196, 4, COMMANDS[at196].name if at196 in COMMANDS else "unknown"))
     elif vcmd == V_REPLY:
         op = data[208]
         (status,) = U32.unpack_from(data, 216)
         kids += [
             _u128(data, "request_checksum", 128), _u128(data, "context", 144), _u128(data, "client", 160),
-            Field("op", U64.unpack_from(data, 176)[0], 176, 8), Field("commit", U64.unpack_from(data, 184)[0], 184, 8),
-            Field("timestamp", U64.unpack_from(data, 192)[0], 192, 8),
-            Field("request", U64.unpack_from(data, 200)[0], 200, 8),
-            Field("operation", op, 208, 1, OPERATIONS.get(op, ("unknown", None))[0]),
-            Field("status", status, 216, 4, status_name(status))]
+            ("op", U64.unpack_from(data, 176)[0], 176, 8, None), ("commit", U64.unpack_from(data, 184)[0], 184, 8, None),
+            ("timestamp", U64.unpack_from(data, 192)[0], 192, 8, None),
+            ("request", U64.unpack_from(data, 200)[0], 200, 8, None),
+            ("operation", op, 208, 1, OPERATIONS.get(op, ("unknown", None))[0]),
+            ("status", status, 216, 4, status_name(status))]
     elif vcmd == V_EVICTION:
         server, minimum = _EVICTION_VERSIONS.unpack_from(data, 144)
         reason = data[255]
         kids += [_u128(data, "client", 128),
-                 Field("server_protocol_version", server, 144, 4, _ver(server)),
-                 Field("server_protocol_version_min", minimum, 148, 4, _ver(minimum)),
-                 Field("reason", reason, 255, 1, EVICTION_REASONS.get(reason, "UNKNOWN"))]
+                 ("server_protocol_version", server, 144, 4, _ver(server)),
+                 ("server_protocol_version_min", minimum, 148, 4, _ver(minimum)),
+                 ("reason", reason, 255, 1, EVICTION_REASONS.get(reason, "UNKNOWN"))]
     return kids
 
 

@@ -49,7 +49,7 @@ from typing import Any
 import xxhash
 
 from analyzer.api import Field
-from analyzer.jsonout import field_json
+from analyzer.jsonout import field_json, leaves_json
 from analyzer.jsonout import plain as json_plain
 from dissectors.iggy.ends import identifier_end, partitioning_end
 from dissectors.iggy.types import (
@@ -862,13 +862,26 @@ def _batch(w: _Walk, off: int, end: int, bi: int, first: int) -> tuple[Field, in
     else:
         shown = "not checked (frames do not tile the batch)"
     return (LazyField(f"[{bi}]", count, at, stop - at, _batch_children(w.raw, at, shown, zero, msgs), False,
-                      f"{found} messages"), stop, found)
+                      f"{found} messages", _batch_json(w.raw, at, msgs)), stop, found)
 
 
 _BATCH_HEAD = struct.Struct("<QQQQQQI")  # BATCH_HEADER up to its reserved bytes
 _RESERVED_AT = _BATCH_HEAD.size
 _RESERVED_ZERO = bytes(BATCH_HEADER_SIZE - _RESERVED_AT)
-assert [f.name for f in BATCH_HEADER.fields][-1] == "reserved" and BATCH_HEADER.fields[-1].type.size == len(_RESERVED_ZERO)
+_BATCH_NAMES = tuple(f.name for f in BATCH_HEADER.fields)
+assert _BATCH_NAMES[-1] == "reserved" and BATCH_HEADER.fields[-1].type.size == len(_RESERVED_ZERO)
+assert struct.Struct("<" + "".join(f.type._st.format[1:] for f in BATCH_HEADER.fields[:-1])).format == _BATCH_HEAD.format
+
+
+def _batch_json(raw: bytes, at: int, msgs: Field) -> Callable[[], dict[str, Any]]:
+    """What analyzer.jsonout.field_json makes of a batch's children (_batch_children), made from
+    the header's numbers: its fields are leaves, named once each."""
+    def make() -> dict[str, Any]:
+        values = (*_BATCH_HEAD.unpack_from(raw, at), raw[at + _RESERVED_AT:at + BATCH_HEADER_SIZE])
+        out = leaves_json(zip(_BATCH_NAMES, values, strict=True), {})
+        out[msgs.name] = field_json(msgs, msgs.name)
+        return out
+    return make
 
 
 def _batch_children(raw: bytes, at: int, checksum: str, zero: bool, msgs: Field) -> Callable[[], list[Field]]:
