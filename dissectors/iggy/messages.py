@@ -321,12 +321,15 @@ class _Walk:
 
 
 def _verify(w: _Walk, f: Field, computed: int, label: str, what: str = "checksum") -> None:
-    stored = f.value
+    f.display = _verdict(w, f.value, computed, label, what)
+
+
+def _verdict(w: _Walk, stored: int, computed: int, label: str, what: str) -> str:
+    """How a checksum field that holds ``stored`` shows against ``computed``; a mismatch recorded."""
     if stored == computed:
-        f.display = "verified"
-    else:
-        f.display = f"mismatch: computed {computed:#x}"
-        w.problems.append(("checksum", f"{label}: {what} {stored:#x} does not verify (computed {computed:#x})"))
+        return "verified"
+    w.problems.append(("checksum", f"{label}: {what} {stored:#x} does not verify (computed {computed:#x})"))
+    return f"mismatch: computed {computed:#x}"
 
 
 def _label(i: int, fields: Sequence[Field]) -> str:
@@ -852,13 +855,7 @@ def _batch(w: _Walk, off: int, end: int, bi: int, first: int) -> tuple[Field, in
         h.update(mv[off + 48:off + 52])  # message_count
         for start, _ in msgs.message_spans():
             h.update(mv[start:start + 8])
-        computed = h.intdigest()
-        if stored == computed:
-            shown = "verified"
-        else:
-            shown = f"mismatch: computed {computed:#x}"
-            w.problems.append(("checksum", f"batch {bi}: batch checksum {stored:#x} does not verify "
-                                           f"(computed {computed:#x})"))
+        shown = _verdict(w, stored, h.intdigest(), f"batch {bi}", "batch checksum")
     else:
         shown = "not checked (frames do not tile the batch)"
     return (LazyField(f"[{bi}]", count, at, stop - at, _batch_children(w.raw, at, shown, zero, msgs), False,
