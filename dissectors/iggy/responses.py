@@ -19,6 +19,7 @@ get a ("size", ...) problem when bytes come back. Unknown commands: the raw byte
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import cache
 from typing import Any
 
 from analyzer.api import Field
@@ -392,9 +393,11 @@ def _user_details(header: Struct) -> Shape:
     return _struct(layout)
 
 
+@cache
 def _shapes(command: int, dialect: str) -> tuple[Sequence[Shape], str] | None:
     """Candidate shapes for the response to ``command`` and its kind: "one" (a single entity,
-    empty = not found), "list", "value" (always present)."""
+    empty = not found), "list", "value" (always present). Made once per command and dialect (the
+    shapes keep no state)."""
     topics = _pick(TOPIC_HEADERS_BY_DIALECT, dialect, TOPIC_HEADERS[:1])
     groups = _pick(GROUP_HEADERS_BY_DIALECT, dialect, GROUP_HEADERS[:1])
     users = (USER_HEADER_LEGACY,) if dialect in ("L0", "L1") else (USER_HEADER,)
