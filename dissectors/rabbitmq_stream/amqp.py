@@ -438,10 +438,10 @@ def _usual_message_json(buf: bytes | memoryview, off: int, end: int,
                         data_at: list[int] | None = None) -> dict[str, Any] | None:
     """message_json of the usual message, in one pass: every section with the smallulong
     descriptor, each data section short (0xA0), every other one short (taken from _JSON_SEEN, or
-    decoded and remembered there), and no section repeated that may not be. None for any other message (message_json's general
-    way then decodes it and remembers its sections). The same dict in the same order: sections in
-    wire order, a repeatable one as a list where it first stands. ``data_at``: gets where each
-    data section starts (for :func:`like_of`)."""
+    decoded and remembered there), and no section repeated that may not be. None for any other
+    message (message_json's general way then decodes it and remembers its sections). The same
+    dict in the same order: sections in wire order, a repeatable one as a list where it first
+    stands. ``data_at``: gets where each data section starts (for :func:`like_of`)."""
     if end - off < 3:
         return None
     out: dict[str, Any] = {}
