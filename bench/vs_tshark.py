@@ -30,7 +30,8 @@ streamproto runs under the interpreter that runs this script (``sys.executable``
 names it: the same code took 15 % less time (the median of 33 measures) on Debian's python3.11
 (built with profile-guided optimisation and LTO, libpython linked into the executable) than on
 pyenv's default build of 3.11 (neither; libpython a shared library), so figures are only comparable
-on one build.
+on one build. The header names the processor too (see ``processor``): the machine moves the ratios
+as well.
 
 Usage: python bench/vs_tshark.py [NAME ...] [--runs N] [--src DIR] [--json] [--markdown]
                                  [--big | --big-only] [--big-workload NAME] [--work DIR]
@@ -398,6 +399,20 @@ def interpreter() -> str:
     return f"Python {platform.python_version()} ({os.path.realpath(sys.executable)}, {linked})"
 
 
+def processor() -> str:
+    """The CPU's model name (a virtual machine's as its host reports it): ratios against tshark moved by
+    0.1-0.9 between two machines with the same tshark and interpreter (README, "A new machine"), so
+    the header names the machine as it names the interpreter."""
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor() or "an unnamed processor"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("names", nargs="*", metavar="NAME", help="workloads (default: all)")
@@ -420,8 +435,8 @@ def main(argv: list[str] | None = None) -> int:
     commit = subprocess.run(["git", "-C", str(src), "log", "-1", "--format=%h %cs"], capture_output=True,
                             text=True).stdout.strip() or "unknown"
     tshark = subprocess.run(["tshark", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
-    header = (f"streamproto {commit} ({src}) on {interpreter()} vs {tshark}; {os.cpu_count()} cores, "
-              f"{platform.machine()}; "
+    header = (f"streamproto {commit} ({src}) on {interpreter()} vs {tshark}; {os.cpu_count()} cores of "
+              f"{processor()}, {platform.machine()}; "
               f"median of {args.runs} paired runs; tshark uses one core; streamproto "
               + ("--jobs 1 in (a)-(d), and its default (every core) in (b)-(d) too" if jobs
                  else "has no --jobs (one process)"))
