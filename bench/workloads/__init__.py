@@ -33,8 +33,10 @@ NAMES = (
     "amqp091_tx_reject",
     "rabbitmq_stream_subbatch",
     "rabbitmq_stream_plain",
+    "rabbitmq_stream_rbfly",
     "iggy_send_poll",
     "iggy_send_poll_v",
+    "iggy_send_poll_z2",
     "amqp_fast_fragmented",
 )
 
