@@ -15,7 +15,7 @@ import asyncio
 import sys
 from pathlib import Path
 
-from bench.workloads._record import STREAM_PORT, STREAM_RELAY_PORT, broker, relay_record
+from bench.workloads._record import ROOT, STREAM_PORT, STREAM_RELAY_PORT, broker, load, relay_record
 
 SOURCE = ("real client: rbfly against rabbitmq-server (stream plugin), real bytes and timing recorded by a TCP "
           "relay; TCP/IP headers synthesized by the relay at MSS 1448")
@@ -30,15 +30,9 @@ async def session(singles: int, batched: int) -> None:
     client = rbs.streams_client(f"rabbitmq-stream://guest:guest@127.0.0.1:{STREAM_RELAY_PORT}/")
     stream = "bench-rbfly"
     await client.create_stream(stream)
-    async with client.publisher(stream) as publisher:
-        for i in range(singles):
-            await publisher.send(f"single {i}".encode())
-    async with client.publisher(stream, cls=rbs.PublisherBatchFast) as publisher:
-        for i in range(batched):
-            publisher.batch(f'{{"order": {i}, "note": "batched"}}'.encode())
-            if i % _FLUSH == _FLUSH - 1:
-                await publisher.flush()
-        await publisher.flush()
+    scenarios = load(ROOT / "captures" / "rabbitmq_stream" / "scenarios.py", "_stream_scenarios")
+    await scenarios.rbfly_publish(client, stream, singles, batched,
+                                  lambda i: f'{{"order": {i}, "note": "batched"}}'.encode(), _FLUSH)
     got = 0
     messages = client.subscribe(stream, offset=rbs.Offset.FIRST)
     async for _msg in messages:

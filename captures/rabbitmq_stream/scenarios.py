@@ -143,6 +143,24 @@ async def rstream_bad_password() -> None:
 
 
 # ----------------------------------------------------------------------------- rbfly
+async def rbfly_publish(client: Any, stream: str, singles: int, batched: int, body: Any,
+                        flush_every: int | None = None) -> None:
+    """rbfly: ``singles`` messages sent one by one (each confirmed before the next), then
+    ``batched`` (``body(i)``) through its fast batch publisher, flushed every ``flush_every``
+    messages and at the end. bench/workloads/rabbitmq_stream_rbfly.py records this too."""
+    import rbfly.streams as rbs
+
+    async with client.publisher(stream) as publisher:
+        for i in range(singles):
+            await publisher.send(f"single {i}".encode())
+    async with client.publisher(stream, cls=rbs.PublisherBatchFast) as publisher:
+        for i in range(batched):
+            publisher.batch(body(i))
+            if flush_every and i % flush_every == flush_every - 1:
+                await publisher.flush()
+        await publisher.flush()
+
+
 async def rbfly_publish_consume() -> None:
     """rbfly: create a stream, publish 50 single messages and a batch of 150, subscribe from first,
     read all 200, store and read back the offset."""
@@ -152,13 +170,7 @@ async def rbfly_publish_consume() -> None:
     stream = "sp-rbfly"
     n_single, n_batch = 50, 150
     await client.create_stream(stream)
-    async with client.publisher(stream) as publisher:
-        for i in range(n_single):
-            await publisher.send(f"single {i}".encode())
-    async with client.publisher(stream, cls=rbs.PublisherBatchFast) as publisher:
-        for i in range(n_batch):
-            publisher.batch(f"batch {i}".encode())
-        await publisher.flush()
+    await rbfly_publish(client, stream, n_single, n_batch, lambda i: f"batch {i}".encode())
     got = 0
     last = -1
     async for _msg in client.subscribe(stream, offset=rbs.Offset.FIRST):
