@@ -871,7 +871,7 @@ _V_AFTER_CODE, _V_AFTER_CODE_ZERO = _span(200, 256)  # a request's bytes after a
 _V_AFTER_OPERATION, _V_AFTER_OPERATION_ZERO = _span(196, 256)  # after its operation's part, without a code
 _V_REPLY_PADDING, _V_REPLY_PADDING_ZERO = _span(209, 216)
 _V_REPLY_RESERVED, _V_REPLY_RESERVED_ZERO = _span(220, 256)
-_V_EVICTION_RESERVED = slice(152, 255)
+_V_EVICTION_RESERVED = slice(152, 255)  # no lean path reads an eviction: no zeros kept for it
 #: _v_reply's ``pending`` when the reply's request is still to be taken from the correlator.
 _TAKE: Any = object()
 _EVICTION_VERSIONS = struct.Struct("<II")
