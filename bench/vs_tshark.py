@@ -413,6 +413,20 @@ def processor() -> str:
     return platform.processor() or "an unnamed processor"
 
 
+def compiled(src: Path) -> str:
+    """How many of the tree's marked modules run compiled (analyzer/native.py): the same code runs
+    faster built, so the header says which way it ran."""
+    probe = ("import importlib, pathlib, sys\n"
+             "try:\n    from analyzer import native\nexcept ImportError:\n    print('-'); sys.exit()\n"
+             "names = [native.module_name(p) for p in native.marked(pathlib.Path('.'))]\n"
+             "built = sum(native.is_compiled(importlib.import_module(n)) for n in names)\n"
+             "print(built, len(names))")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=src, capture_output=True, text=True).stdout.split()
+    if len(out) != 2 or out[1] == "0":
+        return "pure Python (a tree without compiled modules)"
+    return f"{out[0]} of {out[1]} marked modules compiled (mypyc)"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("names", nargs="*", metavar="NAME", help="workloads (default: all)")
@@ -435,7 +449,7 @@ def main(argv: list[str] | None = None) -> int:
     commit = subprocess.run(["git", "-C", str(src), "log", "-1", "--format=%h %cs"], capture_output=True,
                             text=True).stdout.strip() or "unknown"
     tshark = subprocess.run(["tshark", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
-    header = (f"streamproto {commit} ({src}) on {interpreter()} vs {tshark}; {os.cpu_count()} cores of "
+    header = (f"streamproto {commit} ({src}, {compiled(src)}) on {interpreter()} vs {tshark}; {os.cpu_count()} cores of "
               f"{processor()}, {platform.machine()}; "
               f"median of {args.runs} paired runs; tshark uses one core; streamproto "
               + ("--jobs 1 in (a)-(d), and its default (every core) in (b)-(d) too" if jobs

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dissectors.kit.state import attribute_names, is_plain
+
 
 def containers(obj: object, path: str = "conn") -> list[tuple[str, object]]:
     """Every mutable container reachable from a connection's state (slots of its objects), by path."""
@@ -14,9 +16,8 @@ def containers(obj: object, path: str = "conn") -> list[tuple[str, object]]:
     elif isinstance(obj, tuple):
         for i, v in enumerate(obj):
             found += containers(v, f"{path}[{i}]")
-    elif hasattr(type(obj), "_plain_name"):
-        for klass in type(obj).__mro__:
-            for name in getattr(klass, "__slots__", ()):
-                if hasattr(obj, name):
-                    found += containers(getattr(obj, name), f"{path}.{name}")
+    elif is_plain(obj):
+        for name in attribute_names(type(obj)):
+            if hasattr(obj, name):
+                found += containers(getattr(obj, name), f"{path}.{name}")
     return found

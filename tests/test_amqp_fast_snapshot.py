@@ -20,6 +20,7 @@ from dissectors.amqp_fast import AmqpFastConnection, AmqpFastDissector
 from dissectors.amqp_fast import encode as E
 from dissectors.amqp_fast.messages import BODY_KEEP, FRAGMENT_KEEP, HEAD_LIMIT, TAIL_KEEP
 from dissectors.amqp_fast.wire import Encoding
+from dissectors.kit.state import attribute_names, is_plain
 from tests import replay as R
 from tests.replay import Recorded, cut_points, replay
 from tests.state_walk import containers
@@ -145,11 +146,10 @@ def _bytes(obj: object) -> list[bytes]:
             stack.extend(o.values())
         elif isinstance(o, (list, tuple)):
             stack.extend(o)
-        elif hasattr(type(o), "_plain_name"):
-            for klass in type(o).__mro__:
-                for name in getattr(klass, "__slots__", ()):
-                    if hasattr(o, name) and name not in getattr(o, "TRANSIENT", ()):
-                        stack.append(getattr(o, name))
+        elif is_plain(o):
+            for name in attribute_names(type(o)):
+                if hasattr(o, name) and name not in getattr(o, "TRANSIENT", ()):
+                    stack.append(getattr(o, name))
     return out
 
 

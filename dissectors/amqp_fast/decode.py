@@ -4,6 +4,8 @@ Everything here is a function of the bytes and the encoding: what they mean for 
 (machines, confirmations, messages) is the connection's business.
 """
 
+# streamproto: compiled (setup.py builds it with mypyc where it can; analyzer/native.py)
+
 from __future__ import annotations
 
 from functools import cache

@@ -12,6 +12,8 @@ leaves the rest of the segment to the framer, which then sees exactly what it wo
 tests/test_amqp_fast_hot.py proves both ways give the same (``AmqpFastConnection(hot=False)``).
 """
 
+# streamproto: compiled (setup.py builds it with mypyc where it can; analyzer/native.py)
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any

@@ -14,6 +14,8 @@ first ``BODY_KEEP`` octets are kept; a fragment is handed over in pieces as they
 first ``FRAGMENT_KEEP`` octets are kept for display.
 """
 
+# streamproto: compiled (setup.py builds it with mypyc where it can; analyzer/native.py)
+
 from __future__ import annotations
 
 from functools import cache
@@ -47,7 +49,6 @@ _HANDLE, _NBR, _HEADLEN, _HEADBUF, _BODY, _FRAGS, _STREAM, _OVER, _HEAD, _TOTAL 
 TAIL_KEEP = 4096
 
 
-@plain_state
 class Messages:
     """One direction's messages in flight, per channel, and the fragment being received."""
 
@@ -398,3 +399,6 @@ def _preview(body: bytes) -> str:
     if not printable(text):
         return body[:16].hex(" ") + (" …" if len(body) > 16 else "")
     return repr(text) + (" …" if len(body) > 40 else "")
+
+
+plain_state(Messages)  # not as a decorator: a decorated class is no native class for mypyc

@@ -3,6 +3,8 @@ a findings-only run checks a request with these and leaves its Fields to the vie
 (``payloads.clean``, ``messages.send_messages_clean``). Each mirrors its type's read in
 :mod:`.types`; tests/test_iggy_leave_out.py holds them to the reads."""
 
+# streamproto: compiled (setup.py builds it with mypyc where it can; analyzer/native.py)
+
 from __future__ import annotations
 
 from collections.abc import Callable

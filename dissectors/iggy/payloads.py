@@ -3,6 +3,8 @@ and the request layouts of :mod:`.commands` decoded into a :class:`~dissectors.i
 so that every payload, regular or not, comes back in one form.
 """
 
+# streamproto: compiled (setup.py builds it with mypyc where it can; analyzer/native.py)
+
 from __future__ import annotations
 
 from analyzer.api import Field

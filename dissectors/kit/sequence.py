@@ -5,6 +5,8 @@ State per key (a channel, a handle) is plain data: ``[what, expected, received, 
 are counted, not kept: a dissector that wants the bytes keeps a bounded prefix itself.
 """
 
+# streamproto: compiled (setup.py builds it with mypyc where it can; analyzer/native.py)
+
 from __future__ import annotations
 
 from collections.abc import Hashable
@@ -13,7 +15,6 @@ from analyzer.api import Finding, FrameRef, Rule
 from dissectors.kit.state import plain_state
 
 
-@plain_state
 class Sequencer:
     __slots__ = ("open",)
 
@@ -58,3 +59,6 @@ class Sequencer:
         for key, (what, expected, received, ref) in self.open.items():
             out.append(rule(f"{what} on {key} ended after {received} of {expected} bytes", related=ref))
         return out
+
+
+plain_state(Sequencer)  # not as a decorator: a decorated class is no native class for mypyc

@@ -17,6 +17,7 @@ from analyzer.api import Direction, FrameRef
 
 T = TypeVar("T")
 _REGISTRY: dict[str, type] = {}
+_NAMES: dict[type, str] = {}
 
 
 class StateError(TypeError):
@@ -27,18 +28,32 @@ def plain_state(cls: type[T]) -> type[T]:
     """Register a class whose instances are encoded as their attributes.
 
     Attributes named in the class's ``TRANSIENT`` tuple are left out and rebuilt by its
-    ``_rebuild()`` method after decoding (caches, bound methods, precompiled structs)."""
+    ``_rebuild()`` method after decoding (caches, bound methods, precompiled structs). A class
+    compiled by mypyc is registered by calling this after its definition: a decorated class would
+    not be compiled as a native class."""
     name = f"{cls.__module__}.{cls.__qualname__}"
     _REGISTRY[name] = cls
-    cls._plain_name = name  # type: ignore[attr-defined]
+    _NAMES[cls] = name
     return cls
 
 
-def _attrs(obj: Any) -> dict[str, Any]:
+def is_plain(obj: object) -> bool:
+    """Whether ``obj`` is an instance of a class registered with :func:`plain_state`."""
+    return type(obj) in _NAMES
+
+
+def attribute_names(cls: type) -> list[str]:
+    """The attributes an instance of ``cls`` may hold: its classes' ``__slots__``, or what mypyc
+    declares for a compiled class (which has no ``__slots__``)."""
     names: list[str] = []
-    for klass in type(obj).__mro__:
+    for klass in cls.__mro__:
         names.extend(getattr(klass, "__slots__", ()))
-    out = {n: getattr(obj, n) for n in names if hasattr(obj, n)}
+        names.extend(a for a in getattr(klass, "__mypyc_attrs__", ()) if a not in names)
+    return names
+
+
+def _attrs(obj: Any) -> dict[str, Any]:
+    out = {n: getattr(obj, n) for n in attribute_names(type(obj)) if hasattr(obj, n)}
     if hasattr(obj, "__dict__"):
         out.update(vars(obj))
     skip = getattr(obj, "TRANSIENT", ())
@@ -67,8 +82,8 @@ def encode(value: Any) -> Any:
         return {"$s": [encode(v) for v in sorted(value, key=_order)], "frozen": t is frozenset}
     if t is bytes or t is bytearray or t is memoryview:
         return {"$b": base64.b64encode(bytes(value)).decode("ascii"), "mutable": t is bytearray}
-    name = getattr(t, "_plain_name", None)
-    if name is not None and _REGISTRY.get(name) is t:
+    name = _NAMES.get(t)
+    if name is not None:
         return {"$o": name, "a": {k: encode(v) for k, v in _attrs(value).items()}}
     if isinstance(value, int) and not isinstance(value, bool):  # IntEnum and friends: their number
         return int(value)
