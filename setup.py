@@ -11,6 +11,7 @@ import os
 import sys
 from importlib.util import module_from_spec, spec_from_file_location
 from pathlib import Path
+from types import ModuleType
 
 from setuptools import setup
 from setuptools.command.build_ext import build_ext
@@ -18,13 +19,13 @@ from setuptools.command.build_ext import build_ext
 ROOT = Path(__file__).resolve().parent
 
 
-def marked() -> list[str]:
-    """analyzer.native.marked, loaded from its file: the package cannot be imported while it is built."""
+def load_native() -> ModuleType:
+    """analyzer/native.py, loaded from its file: the package cannot be imported while it is built."""
     spec = spec_from_file_location("streamproto_native", ROOT / "analyzer" / "native.py")
     assert spec is not None and spec.loader is not None
     native = module_from_spec(spec)
     spec.loader.exec_module(native)
-    return native.marked(ROOT)
+    return native
 
 
 def say(text: str) -> None:
@@ -32,7 +33,8 @@ def say(text: str) -> None:
 
 
 def extensions() -> list:
-    if os.environ.get("STREAMPROTO_PURE", "") not in ("", "0"):
+    native = load_native()
+    if native.pure_requested():
         say("STREAMPROTO_PURE is set: pure Python")
         return []
     try:
@@ -40,7 +42,7 @@ def extensions() -> list:
     except ImportError:
         say("mypyc is not installed: pure Python")
         return []
-    modules = marked()
+    modules = native.marked(ROOT)
     try:
         os.chdir(ROOT)  # mypyc names the modules after their paths from here
         return mypycify([*modules, "--ignore-missing-imports", "--follow-imports=silent"], opt_level="3")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
+from importlib import import_module
 from importlib.abc import MetaPathFinder
 from importlib.machinery import EXTENSION_SUFFIXES, ModuleSpec
 from importlib.util import spec_from_file_location
@@ -37,6 +38,16 @@ def marked(root: Path) -> list[str]:
 def module_name(path: str) -> str:
     """``dissectors/kit/sequence.py`` -> ``dissectors.kit.sequence``."""
     return path.removesuffix(".py").replace("/", ".")
+
+
+def marked_modules(root: Path) -> list[str]:
+    """The marked modules' names."""
+    return [module_name(path) for path in marked(root)]
+
+
+def not_compiled(root: Path) -> list[str]:
+    """The marked modules that run from source here (each is imported to tell)."""
+    return [name for name in marked_modules(root) if not is_compiled(import_module(name))]
 
 
 def pure_requested() -> bool:

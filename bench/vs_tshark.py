@@ -416,11 +416,10 @@ def processor() -> str:
 def compiled(src: Path) -> str:
     """How many of the tree's marked modules run compiled (analyzer/native.py): the same code runs
     faster built, so the header says which way it ran."""
-    probe = ("import importlib, pathlib, sys\n"
+    probe = ("import pathlib, sys\n"
              "try:\n    from analyzer import native\nexcept ImportError:\n    print('-'); sys.exit()\n"
-             "names = [native.module_name(p) for p in native.marked(pathlib.Path('.'))]\n"
-             "built = sum(native.is_compiled(importlib.import_module(n)) for n in names)\n"
-             "print(built, len(names))")
+             "root = pathlib.Path('.')\n"
+             "print(len(native.marked(root)) - len(native.not_compiled(root)), len(native.marked(root)))")
     out = subprocess.run([sys.executable, "-c", probe], cwd=src, capture_output=True, text=True).stdout.split()
     if len(out) != 2 or out[1] == "0":
         return "pure Python (a tree without compiled modules)"

@@ -4,11 +4,11 @@ from the compiled modules as from their source (``STREAMPROTO_PURE=1``)."""
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import subprocess
 import sys
+from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
@@ -16,26 +16,20 @@ import pytest
 from analyzer import native
 
 ROOT = Path(__file__).resolve().parent.parent
-MARKED = [native.module_name(p) for p in native.marked(ROOT)]
+MARKED = native.marked_modules(ROOT)
 CAPTURES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "captures").rglob("*")
                   if p.suffix in (".pcap", ".pcapng"))
 
 
-def _not_compiled() -> list[str]:
-    for name in MARKED:
-        importlib.import_module(name)
-    return [name for name in MARKED if not native.is_compiled(sys.modules[name])]
-
-
 def test_modules_are_marked() -> None:
     assert "dissectors.amqp_fast.hot" in MARKED
-    assert all(importlib.util.find_spec(name) is not None for name in MARKED)
+    assert all(find_spec(name) is not None for name in MARKED)
 
 
 def test_marked_modules_run_compiled() -> None:
     """In CI the install must have compiled them (a silent fallback would leave the compiled code
     untested); elsewhere an install without mypyc or a C compiler is pure Python, as designed."""
-    missing = _not_compiled()
+    missing = native.not_compiled(ROOT)
     if missing and native.pure_requested():
         pytest.skip("STREAMPROTO_PURE is set: every module runs from its source")
     if missing and not os.environ.get("CI"):
@@ -53,7 +47,7 @@ def _views(pure: bool) -> dict:
 
 
 def test_compiled_and_source_give_the_same_views() -> None:
-    if _not_compiled() == MARKED:
+    if native.not_compiled(ROOT) == MARKED:
         pytest.skip("nothing is compiled here: both runs would be the source (see the test above)")
     compiled, pure = _views(pure=False), _views(pure=True)
     assert compiled["compiled"] and set(compiled["compiled"]) <= set(MARKED) and not pure["compiled"]
