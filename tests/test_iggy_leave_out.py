@@ -157,6 +157,45 @@ def test_a_clean_send_is_what_its_decode_finds_nothing_wrong_with() -> None:
     assert counted["V"] >= 2, counted  # the recorded sends themselves at least
 
 
+def test_a_clean_poll_answer_is_what_its_decode_finds_nothing_wrong_with() -> None:
+    # messages.polled_clean tells a findings-only run that a POLL_MESSAGES answer's decode would
+    # have nothing to say (so the reply is left out without its Fields made), for the dialects it
+    # knows (Z1, Z2, C, V): exactly then; never for the legacy ones.
+    from dissectors.iggy.messages import LEGACY, decode_polled, polled_clean
+
+    checked = clean_ones = 0
+    counted: dict[str, int] = {}
+    answers = _poll_answers()
+    assert {d for d, _ in answers} >= {"Z2", "C", "V"}, sorted({d for d, _ in answers})
+    for dialect, data in answers:
+        # Z2's answers read as Z1's too (CRC32 instead of XXH3: checksums that do not verify), and
+        # as L1's (legacy: never clean).
+        for d in (dialect, "Z1", "L1") if dialect == "Z2" else (dialect,):
+            for v in _variants(data):
+                want = not decode_polled(d, v, 8, len(v)).problems and d not in LEGACY
+                assert polled_clean(d, v, 8) == want, (d, v.hex())
+                checked += 1
+                clean_ones += want
+                counted[d] = counted.get(d, 0) + want
+    assert checked > 5000 and clean_ones > 50, (checked, clean_ones)
+    assert min(counted[d] for d in ("Z1", "Z2", "C", "V")) >= 2 and counted["L1"] == 0, counted
+
+
+def _poll_answers() -> list[tuple[str, bytes]]:
+    """The small POLL_MESSAGES answers of the bundled captures with their dialect, the payload
+    behind 8 octets (a classic response's own; a V reply's header replaced), each once."""
+    out: dict[tuple[str, bytes], None] = {}
+    for name in ALL:
+        for rec in R.recordings(str(CAPS / name), "iggy"):
+            for ev in R.events(DISSECTOR, rec):
+                if (isinstance(ev, Frame) and ev.command == "POLL_MESSAGES_RESPONSE" and ev.data and ev.dialect
+                        and len(ev.data) <= 700):
+                    body = bytes(8) + bytes(ev.data[256:]) if ev.dialect == "V" else bytes(ev.data)
+                    if len(body) > 8:
+                        out[ev.dialect, body] = None
+    return list(out)
+
+
 def _v_sends() -> list[bytes]:
     """The bodies of the small V SEND_MESSAGES requests of the bundled captures, each behind 8
     octets (where a classic request's payload starts, as _variants wants it)."""

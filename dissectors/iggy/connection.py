@@ -254,7 +254,7 @@ class IggyConnection(Connection):
         if pending is None or status != OK or pending[3][1] & SHOWN or pending[3][0] is None:
             return self._response(piece, ts, pending)
         code = pending[3][0]
-        decoded = self._decode_response(code, data, 8) if len(data) > 8 else None
+        decoded = self._lean_decode(code, data, 8)
         if (decoded is not None and decoded.problems) or (self.dialect and self.dialect != self.given_dialect):
             return self._response(piece, ts, pending, decoded)
         self._login_answered(code, status)
@@ -494,6 +494,14 @@ class IggyConnection(Connection):
             return results[cands[0]]
         return payloads.response(code, cands[0], data, start)
 
+    def _lean_decode(self, code: int, data: bytes, start: int) -> Decoded | None:
+        """A findings-only run's decode of a response's payload ``data[start:]``: None when there
+        is none, or when the one candidate dialect's clean test finds nothing to say of it
+        (payloads.clean_response; its Fields are then not made: nothing shows them)."""
+        if len(data) <= start or len(self.cands) == 1 and payloads.clean_response(code, self.cands[0], data, start):
+            return None
+        return self._decode_response(code, data, start)
+
     def _status(self, frame: Frame, status: int) -> None:
         command = frame.command
         text = f"{command}: status {status} {status_name(status)}"
@@ -606,7 +614,7 @@ class IggyConnection(Connection):
                 or data[_V_REPLY_RESERVED] != _V_REPLY_RESERVED_ZERO):
             return self._vsr(S2C, piece, ts, (pending, None))
         code = pending[3][0]
-        decoded = self._decode_response(code, data, 256) if len(data) > 256 else None
+        decoded = self._lean_decode(code, data, 256)
         if decoded is not None and decoded.problems:
             return self._vsr(S2C, piece, ts, (pending, decoded))
         self._login_answered(code, status)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from analyzer.api import Field
 from dissectors.iggy.commands import SEND_PAYLOAD, Command
 from dissectors.iggy.ends import CLEAN_END
-from dissectors.iggy.messages import decode_send_messages, send_messages_clean
+from dissectors.iggy.messages import decode_send_messages, polled_clean, send_messages_clean
 from dissectors.iggy.responses import decode_response
 from dissectors.iggy.types import MARKS, Decoded, problems_of
 from dissectors.schema import DecodeError, Struct
@@ -113,3 +113,9 @@ def clean(layout: Struct, data: bytes, start: int) -> bool:
         if off < 0:
             return False
     return off == end
+
+
+def clean_response(code: int, dialect: str, data: bytes, start: int) -> bool:
+    """Whether response(code, dialect, data, start) would have no problem, told without making its
+    Fields: a poll's answer (messages.polled_clean); False for every other (the caller decodes)."""
+    return code == 100 and polled_clean(dialect, data, start)
