@@ -52,6 +52,7 @@ from analyzer.api import Field
 from analyzer.jsonout import field_json, leaves_json
 from analyzer.jsonout import plain as json_plain
 from dissectors.iggy.ends import identifier_end, partitioning_end
+from dissectors.iggy.scan import batch_checksum, usual_run
 from dissectors.iggy.types import (
     HEADER_KINDS,
     IDENTIFIER,
@@ -616,27 +617,19 @@ def _scan(w: _Walk, off: int, end: int, count: int | None, first: int = 0,
     message cut off or the rest of the bytes after them or None, where the scan stopped)."""
     starts: list[int] = []
     tail: Field | None = None
-    i = first
     d, mv = w.dialect, w.mv
-    hsize = HEADER_SIZE[d]
     st, _, ih, ip, ir = _HEAD_PLAN[d]
-    unpack = st.unpack_from
+    plan = (HEADER_SIZE[d], ih, ip, ir)
     summed = w.polled or d == "V"  # else a message's checksum is verified only when set
     checksum = _checksum_function(d)
-    while off < end and (count is None or i - first < count):
-        # The usual message (whole, within the limits, no user headers, reserved bytes 0, its
-        # checksum verifying) is taken here; any other goes through _frame, which says what is
-        # wrong with it (tests/test_iggy_messages_lazy.py proves both ways alike).
-        if off + hsize <= end:
-            v = unpack(mv, off)
-            stop = off + hsize + v[ip]
-            if (stop <= end and not v[ih] and v[ip] <= MAX_PAYLOAD and not (ir and v[ir])
-                    and (not (summed or v[0]) or v[0] == checksum(mv[off + 8:stop]))):
-                starts.append(off)
-                off = stop
-                i += 1
-                continue
-        f, new = _frame(w, i, off, end, base, False)
+    while True:
+        # The usual messages are taken by usual_run; the first other goes through _frame, which
+        # says what is wrong with it (tests/test_iggy_messages_lazy.py proves both ways alike).
+        off = usual_run(mv, off, end, -1 if count is None else count - len(starts), st.unpack_from, plan, summed,
+                        checksum, MAX_PAYLOAD, starts)
+        if off >= end or count is not None and len(starts) >= count:
+            break
+        f, new = _frame(w, first + len(starts), off, end, base, False)
         if f is None:
             tail, off = w.rest("rest", off, end), end
             break
@@ -645,7 +638,6 @@ def _scan(w: _Walk, off: int, end: int, count: int | None, first: int = 0,
             break
         starts.append(off)
         off = new
-        i += 1
     return starts, tail, off
 
 
@@ -867,15 +859,8 @@ def _batch(w: _Walk, off: int, end: int, bi: int, first: int, make: bool = True)
     if stored == 0 and not w.polled:
         shown = "not set"
     elif tiled and stop == at + blen:
-        h = xxhash.xxh3_64()
-        h.update(mv[off:off + 40])  # partition_id, base_offset, base_timestamp, origin_timestamp, batch_length
-        h.update(mv[off + 48:off + 52])  # message_count
-        for start in starts:
-            h.update(mv[start:start + 8])
-        if cut:
-            assert tail is not None
-            h.update(mv[tail.offset:tail.offset + 8])
-        shown = _verdict(w, stored, h.intdigest(), f"batch {bi}", "batch checksum")
+        computed = batch_checksum(mv, off, [*starts, tail.offset] if tail is not None and cut else starts)
+        shown = _verdict(w, stored, computed, f"batch {bi}", "batch checksum")
     else:
         shown = "not checked (frames do not tile the batch)"
     if not make:
