@@ -41,7 +41,9 @@ def _untimed(fields: object) -> object:
 def content(frame: dict) -> tuple:
     """What a frame says, without where and when it was captured (ports, packet numbers, times:
     the replay's own)."""
-    info = re.sub(r" \(\d+(\.\d+)? (µs|ms|s)\)", "", frame["info"])  # a latency in the Info line
+    # A latency in the Info line, negative too: the replay's capture times can put a reply before
+    # its request (seen once in CI, the machine loaded: "response to PING status=OK req=1 (-1111 µs)").
+    info = re.sub(r" \(-?\d+(\.\d+)? (µs|ms|s)\)", "", frame["info"])
     return (frame["direction"], frame["protocol"], frame["dialect"], frame["command"], frame["size"],
             info, _untimed(frame["fields"]), sorted(f["id"] for f in frame.get("findings", [])))
 
