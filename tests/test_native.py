@@ -18,7 +18,7 @@ from analyzer import native
 ROOT = Path(__file__).resolve().parent.parent
 MARKED = native.marked_modules(ROOT)
 CAPTURES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "captures").rglob("*")
-                  if p.suffix in (".pcap", ".pcapng"))
+                  if p.name.endswith((".pcap", ".pcapng", ".pcap.gz")))
 
 
 def test_modules_are_marked() -> None:

@@ -646,8 +646,10 @@ def _is_message(tail: Field | None) -> bool:
     return tail is not None and tail.name.startswith("[")
 
 
-def _spans(starts: list[int], stop: int, tail: Field | None) -> list[tuple[int, int]]:
-    """(offset, end) of each message a scan found (see _scan), a cut-off one included."""
+def _spans(starts: list[int], end: int, tail: Field | None) -> list[tuple[int, int]]:
+    """(offset, end) of each message a scan found (see _scan: its starts, where it stopped, its
+    tail), a cut-off one included."""
+    stop = tail.offset if tail is not None else end
     spans = list(zip(starts, [*starts[1:], stop]))  # noqa: B905 - no start, no span
     if tail is not None and _is_message(tail):
         spans.append((tail.offset, tail.offset + tail.size))
@@ -1015,7 +1017,7 @@ def _index_and_frames(w: _Walk, fields: list[Field], off: int, end: int, count: 
         fields.append(MessagesField.lazy(msg_at, off, w, 0, None, starts, tail))
     n = len(starts) + _is_message(tail)
     _count_check(w, count, n)
-    displays += _check_index(w, index, _spans(starts, tail.offset if tail is not None else off, tail), msg_at)
+    displays += _check_index(w, index, _spans(starts, off, tail), msg_at)
     _trailing(w, fields, off, end)
     return n
 
@@ -1069,7 +1071,7 @@ def polled_clean(dialect: str, buf: bytes, start: int) -> bool:
     off = start + _POLLED_PREFIX.size
     if off > end:
         return False
-    (count,) = _U32.unpack_from(buf, off - 4)
+    _, _, count = _POLLED_PREFIX.unpack_from(buf, start)
     w = _Walk(dialect, buf, polled=True)
     try:
         if dialect == "V":
