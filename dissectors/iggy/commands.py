@@ -147,6 +147,8 @@ class Command:
 
     #: dialect -> its layouts, its own first (worked out once from ``layouts``: asked per frame).
     by_dialect: Mapping[str, tuple[Layout, ...]] = field(init=False, repr=False, compare=False)
+    #: The field names ``info`` reads (asked per frame by a view that prints Info lines).
+    info_names: frozenset[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         table: dict[str, tuple[Layout, ...]] = {}
@@ -154,6 +156,7 @@ class Command:
             for d in ds:
                 table[d] = (*table.get(d, ()), layout)
         object.__setattr__(self, "by_dialect", table)
+        object.__setattr__(self, "info_names", frozenset(key for _, key in self.info))
 
     def known_in(self, dialect: str) -> bool:
         return dialect in self.by_dialect

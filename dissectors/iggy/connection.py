@@ -57,12 +57,13 @@ from dissectors.iggy.dialects import (
 )
 from dissectors.iggy.framing import MIDSTREAM_DETECT, REQUEST, RESPONSE, VSR, IggyFramer, detect
 from dissectors.iggy.login import MACHINE
+from dissectors.iggy.messages import send_messages_info
 from dissectors.iggy.status import CLIENT_MISTAKES, OK, UNSOLICITED, known, status_name, status_text
 from dissectors.iggy.types import Decoded, wide
 from dissectors.kit import Correlator, Piece, plain_state
 from dissectors.kit import state as kit_state
-from dissectors.kit.lazy import LazyField, LazyFrame
-from dissectors.schema import DecodeError
+from dissectors.kit.lazy import QUICK_INFO, LazyField, LazyFrame
+from dissectors.schema import DecodeError, Struct
 
 PAIR = struct.Struct("<II")
 U32 = struct.Struct("<I")
@@ -230,12 +231,11 @@ class IggyConnection(Connection):
         """The frame of ``piece``; ``lean`` (a findings-only run): None for a response or V reply
         that carries nothing to show (see _lean_response, _v_lean_reply)."""
         if self.framing == VSR:
-            if lean:
-                vcmd = piece.data[60]
-                if vcmd == V_REPLY and d is S2C:
-                    return self._v_lean_reply(piece, ts)
-                if vcmd == V_REQUEST:
-                    return self._vsr(d, piece, ts, clean=_v_clean_command(piece.data))
+            vcmd = piece.data[60]
+            if lean and vcmd == V_REPLY and d is S2C:
+                return self._v_lean_reply(piece, ts)
+            if vcmd == V_REQUEST:
+                return self._vsr(d, piece, ts, clean=_v_clean_command(piece.data))
             return self._vsr(d, piece, ts)
         if d is C2S:
             return self._request(piece, ts, lean)
@@ -262,8 +262,11 @@ class IggyConnection(Connection):
 
     # ------------------------------------------------------------------ classic requests
     def _request(self, piece: Piece, ts: float, lean: bool = False) -> Frame:
-        """A classic request; ``lean`` (a findings-only run, which gives a request back only with
-        findings): a decoded one's Info line is made only if read (_lean_request)."""
+        """A classic request. One with nothing to say of it, once the dialect is settled, is a lazy
+        frame: its Fields are made only if a view reads them, its Info line from the few values it
+        names (_clean_request, _clean_request_info). ``lean`` (a findings-only run, which gives a
+        request back only with findings): a decoded one's Info line is made only if read
+        (_lean_request)."""
         data = piece.data
         (length,) = U32.unpack_from(data, 0)
         fields = [Field("length", length, 0, 4)]
@@ -276,7 +279,7 @@ class IggyConnection(Connection):
             fields.append(Field("code", code, 4, 4, cmd.name if cmd is not None else "unknown"))
         if cmd is None:
             return self._unusable_request(piece, ts, fields, length, code)
-        if lean and len(self.cands) == 1:
+        if len(self.cands) == 1:
             dialect = self.cands[0]
             if payloads.clean_request(cmd, dialect, data, 8):
                 # Nothing to say of it: its Fields and Info line are made only if a view asks
@@ -516,9 +519,9 @@ class IggyConnection(Connection):
     def _vsr(self, d: Direction, piece: Piece, ts: float, reply: tuple[Any, Decoded | None] | None = None,
              clean: Command | None = None) -> Frame:
         """A V frame; ``reply``: a reply's request as pairs.response gave it, and its decoded
-        payload or None, when _v_lean_reply took them already; ``clean``: a findings-only run's
-        request's command when _v_clean_command found nothing to say of its bytes (its fields and
-        Info line are then made only if a view reads them, by _v_clean_request)."""
+        payload or None, when _v_lean_reply took them already; ``clean``: a request's command when
+        _v_clean_command found nothing to say of its bytes (its fields are then made only if a view
+        reads them, by _v_clean_request, its Info line from a few values, _v_clean_request_info)."""
         data = piece.data
         vcmd = data[60]
         frame: Frame
@@ -724,13 +727,23 @@ def _lean_request(frame: LazyFrame, ctx: tuple[list[Field], Command, Decoded]) -
 
 
 def _clean_request(frame: LazyFrame, ctx: tuple[list[Field], Command, str]) -> tuple[list[Field], str]:
-    """A findings-only run's request that payloads.clean_request passed: decoded now, as _narrow
-    would have decoded it with its one candidate dialect."""
+    """A request that payloads.clean_request passed: decoded now, as _narrow would have decoded it
+    with its one candidate dialect."""
     fields, cmd, dialect = ctx
     data = frame.data
     assert data is not None
     decoded = payloads.request(cmd, dialect, data, 8)
     return fields + decoded.fields, _request_info(cmd, decoded)
+
+
+def _clean_request_info(frame: LazyFrame, ctx: tuple[list[Field], Command, str]) -> str:
+    """_clean_request's Info line without its tree."""
+    data = frame.data
+    assert data is not None
+    return _clean_info(ctx[1], ctx[2], data, 8)
+
+
+QUICK_INFO[_clean_request] = _clean_request_info
 
 
 def _v_clean_command(data: bytes) -> Command | None:
@@ -761,16 +774,45 @@ def _v_clean_request(frame: LazyFrame, cmd: Command) -> tuple[list[Field], str]:
     return [_v_header(data), *decoded.fields], f"{_request_info(cmd, decoded)} req={number}"
 
 
+def _v_clean_request_info(frame: LazyFrame, cmd: Command) -> str:
+    """_v_clean_request's Info line without its tree."""
+    data = frame.data
+    assert data is not None
+    (number,) = U64.unpack_from(data, 168)
+    return f"{_clean_info(cmd, 'V', data, 256)} req={number}"
+
+
+QUICK_INFO[_v_clean_request] = _v_clean_request_info
+
+
 def _request_info(cmd: Command, decoded: Decoded) -> str:
     if cmd.name == "SEND_MESSAGES":
         return f"{cmd.name} {decoded.info}".rstrip()
-    values = {f.name: f for f in decoded.fields}
+    return _info_line(cmd, {f.name: f.value if f.display is None or isinstance(f.value, str) else f.display
+                            for f in decoded.fields})
+
+
+def _clean_info(cmd: Command, dialect: str, data: bytes, start: int) -> str:
+    """_request_info of payloads.request(cmd, dialect, data, start) for bytes that
+    payloads.clean_request passed, from the fields the Info line names alone
+    (tests/test_iggy_quick_info.py holds the two alike)."""
+    layout = cmd.layout(dialect)
+    if layout is SEND_PAYLOAD:
+        return f"{cmd.name} {send_messages_info(dialect, data, start)}".rstrip()
+    if not cmd.info:
+        return cmd.name
+    assert isinstance(layout, Struct)
+    return _info_line(cmd, payloads.info_items(layout, data, start, cmd.info_names))
+
+
+def _info_line(cmd: Command, items: dict[str, Any]) -> str:
+    """The command's name and its Info items (Command.info): ``items`` has, by field name, what
+    the line shows of each field (its display, or its value where it has none or is text)."""
     parts = [cmd.name]
     for label, key in cmd.info:
-        f = values.get(key)
-        if f is None:
+        if key not in items:
             continue
-        v: Any = f.value if f.display is None or isinstance(f.value, str) else f.display
+        v = items[key]
         if isinstance(v, bytes):
             v = v.hex()
         if isinstance(v, str) and (v == "" or " " in v):

@@ -1058,6 +1058,17 @@ def send_messages_clean(dialect: str, buf: bytes, start: int) -> bool:
     return not w.problems
 
 
+def send_messages_info(dialect: str, buf: bytes, start: int) -> str:
+    """decode_send_messages' Info line for a payload send_messages_clean passed, from its stream,
+    topic and messages_count alone (clean: the count is what was found); a view that prints Info
+    lines reads this, not the decode. tests/test_iggy_quick_info.py holds it to the decode."""
+    end = len(buf)
+    stream, off = IDENTIFIER.read("stream_id", buf, start + 4, end)  # type: ignore[arg-type]
+    topic, off = IDENTIFIER.read("topic_id", buf, off, end)  # type: ignore[arg-type]
+    (count,) = _U32.unpack_from(buf, partitioning_end(None, buf, off, end))
+    return _info(stream, topic, count)
+
+
 def polled_clean(dialect: str, buf: bytes, start: int) -> bool:
     """Whether decode_polled(dialect, buf, start, len(buf)) would find nothing wrong, told without
     its Fields, for the Z1/Z2/C/V dialects (False for the legacy ones: the caller then decodes):

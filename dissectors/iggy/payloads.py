@@ -7,9 +7,11 @@ so that every payload, regular or not, comes back in one form.
 
 from __future__ import annotations
 
+from typing import Any
+
 from analyzer.api import Field
 from dissectors.iggy.commands import SEND_PAYLOAD, Command
-from dissectors.iggy.ends import CLEAN_END
+from dissectors.iggy.ends import CLEAN_END, INFO_ITEM
 from dissectors.iggy.messages import decode_send_messages, polled_clean, send_messages_clean
 from dissectors.iggy.responses import decode_response
 from dissectors.iggy.types import MARKS, Decoded, problems_of
@@ -113,6 +115,24 @@ def clean(layout: Struct, data: bytes, start: int) -> bool:
         if off < 0:
             return False
     return off == end
+
+
+def info_items(layout: Struct, data: bytes, start: int, names: frozenset[str]) -> dict[str, Any]:
+    """What an Info line shows of the fields named ``names`` (by name), for bytes clean() passed,
+    from their values alone (ends.INFO_ITEM): no Field is made, the other fields are stepped over
+    with their end finders."""
+    end = len(data)
+    out: dict[str, Any] = {}
+    off = start
+    for spec in layout.fields:
+        if spec.optional and off >= end:
+            break
+        t = spec.type
+        if spec.name in names:
+            out[spec.name], off = INFO_ITEM[type(t)](t, data, off, spec)
+        else:
+            off = CLEAN_END[type(t)](t, data, off, end)
+    return out
 
 
 def clean_response(code: int, dialect: str, data: bytes, start: int) -> bool:

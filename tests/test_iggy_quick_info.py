@@ -1,0 +1,102 @@
+"""A request with nothing to say of it is a lazy frame in every run (Connection._request,
+_v_clean_command): a view that prints Info lines (the summary) reads its Info line from the few
+values the line names (connection._clean_info: payloads.named_fields, messages.send_messages_info),
+never its Fields. Held here to the decode it stands for: the Info line of payloads.request's
+Fields, on every request of the bundled captures in every dialect that knows its command, and
+on mutated, cut and extended variants of them whenever they stay clean."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from analyzer.api import Frame
+from dissectors.iggy import IggyDissector, payloads
+from dissectors.iggy.commands import COMMANDS
+from dissectors.iggy.connection import _clean_info, _clean_request, _request_info, _v_clean_request
+from dissectors.iggy.ends import CLEAN_END, INFO_ITEM
+from dissectors.iggy.types import PARTITIONING, Partitioning
+from dissectors.kit.lazy import QUICK_INFO, LazyFrame
+from dissectors.schema import F
+from tests import replay as R
+from tests.test_iggy_leave_out import _requests, _v_sends, _variants
+
+CAPS = Path(__file__).resolve().parent.parent / "captures" / "iggy"
+ALL = sorted(str(p.relative_to(CAPS)) for p in CAPS.rglob("*") if p.name.endswith((".pcap", ".pcap.gz")))
+DISSECTOR = IggyDissector()
+
+
+def test_every_type_with_an_end_function_has_an_info_item() -> None:
+    assert INFO_ITEM.keys() == CLEAN_END.keys()
+    # Partitioning's (no Info line names one): its read's display, on every kind
+    spec = F("partitioning", PARTITIONING)
+    for raw in (b"\x01\x00", b"\x02\x04\x07\x00\x00\x00", b"\x03\x03abc", b"\x03\x28" + bytes(range(40))):
+        f, stop = PARTITIONING.read("partitioning", memoryview(raw), 0, len(raw), spec)
+        assert INFO_ITEM[Partitioning](PARTITIONING, raw, 0, spec) == (f.display, stop) == (f.display, len(raw))
+
+
+def test_the_info_line_from_a_few_values_is_the_decodes(monkeypatch: pytest.MonkeyPatch) -> None:
+    shown: dict[str, set[Any]] = {}  # what each Info item function gave
+
+    def counted(t: type, item: Any) -> Any:
+        def wrapped(*args: Any) -> Any:
+            got = item(*args)
+            shown.setdefault(t.__name__, set()).add(got[0])
+            return got
+        return wrapped
+
+    for t, item in list(INFO_ITEM.items()):
+        monkeypatch.setitem(INFO_ITEM, t, counted(t, item))
+    checked = 0
+    counted: dict[str, int] = {}
+    cases = [(code, dialect, data) for code, data in _requests() if len(data) <= 500  # 14 sends, every other
+             for dialect in COMMANDS[code].by_dialect]
+    cases += [(101, "V", data) for data in _v_sends()]
+    for code, dialect, data in cases:
+        cmd = COMMANDS[code]
+        for v in _variants(data):
+            if not payloads.clean_request(cmd, dialect, v, 8):
+                continue
+            want = _request_info(cmd, payloads.request(cmd, dialect, v, 8))
+            assert _clean_info(cmd, dialect, v, 8) == want, (cmd.name, dialect, v.hex())
+            checked += 1
+            counted[cmd.name] = counted.get(cmd.name, 0) + 1
+    assert checked > 2000, checked
+    # every Info item function, on values of several forms (the Bool8 fields are named by no line)
+    assert {t: len(v) for t, v in shown.items() if len(v) >= 2}.keys() == {
+        "Int", "Identifier", "Consumer", "PollingStrategy", "OptionalPartition"}, shown
+    # the busy ones, a command with an optional field (partition) and one without Info items
+    assert min(counted.get(n, 0) for n in ("SEND_MESSAGES", "POLL_MESSAGES", "STORE_CONSUMER_OFFSET",
+                                           "PING")) >= 3, counted
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_lazy_request_tells_its_info_without_its_tree(name: str) -> None:
+    lazy = 0
+    for rec in R.recordings(str(CAPS / name), "iggy"):
+        for ev in R.events(DISSECTOR, rec):
+            if type(ev) is not LazyFrame or ev._build not in (_clean_request, _v_clean_request):
+                continue
+            build, ctx = ev._build, ev._ctx
+            text = ev.info
+            assert ev._build is build  # the Info line was read without building the tree
+            fields, built = build(ev, ctx)
+            assert text == built and QUICK_INFO[build](ev, ctx) == built
+            assert ev.fields and ev.fields == fields  # and the tree, when read, is the decode's
+            lazy += 1
+    if name.startswith("apache_iggy") or name in ("synthetic/c_session.pcap", "synthetic/v_session.pcap"):
+        assert lazy >= 3, lazy
+
+
+def test_a_summary_makes_no_fields_of_clean_requests() -> None:
+    rec = R.recordings(str(CAPS / "apache_iggy_0.7.0.pcap"), "iggy")[0]
+    requests = [e for e in R.events(DISSECTOR, rec) if isinstance(e, Frame) and e.direction == "c2s"]
+    # Until the first send settles the dialect, requests are decoded at once (as before); from then
+    # on every send and poll is lazy, and so is every other request whose types have clean tests.
+    settled = requests[[e.command for e in requests].index("SEND_MESSAGES") + 1:]
+    busy = [e for e in settled if e.command in ("SEND_MESSAGES", "POLL_MESSAGES")]
+    assert len(busy) >= 6 and all(type(e) is LazyFrame and e._build is _clean_request for e in busy)
+    lazy = [e for e in settled if type(e) is LazyFrame and e._build is _clean_request]
+    assert {e.command for e in lazy} >= {"GET_STREAM", "JOIN_CONSUMER_GROUP", "STORE_CONSUMER_OFFSET"}
