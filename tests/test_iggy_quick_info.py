@@ -1,9 +1,11 @@
 """A request with nothing to say of it is a lazy frame in every run (Connection._request,
-_v_clean_command): a view that prints Info lines (the summary) reads its Info line from the few
-values the line names (connection._clean_info: payloads.named_fields, messages.send_messages_info),
-never its Fields. Held here to the decode it stands for: the Info line of payloads.request's
-Fields, on every request of the bundled captures in every dialect that knows its command, and
-on mutated, cut and extended variants of them whenever they stay clean."""
+_v_clean_command), and so is a classic poll's clean answer (Connection._clean_response): a view
+that prints Info lines (the summary) reads their Info lines from the few values they name
+(connection._clean_info: payloads.info_items, messages.send_messages_info; messages.polled_info),
+never their Fields. Held here to the decode they stand for: on every request and poll answer of
+the bundled captures in every dialect that knows its command, and on mutated, cut and extended
+variants of them whenever they stay clean; and every capture's frames to those of a run whose
+clean tests say no (every frame decoded at once, as before the lazy frames)."""
 
 from __future__ import annotations
 
@@ -15,13 +17,19 @@ import pytest
 from analyzer.api import Frame
 from dissectors.iggy import IggyDissector, payloads
 from dissectors.iggy.commands import COMMANDS
-from dissectors.iggy.connection import _clean_info, _clean_request, _request_info, _v_clean_request
+from dissectors.iggy.connection import (
+    _clean_info,
+    _clean_request,
+    _clean_response_fields,
+    _request_info,
+    _v_clean_request,
+)
 from dissectors.iggy.ends import CLEAN_END, INFO_ITEM
 from dissectors.iggy.types import PARTITIONING, Partitioning
 from dissectors.kit.lazy import QUICK_INFO, LazyFrame
 from dissectors.schema import F
 from tests import replay as R
-from tests.test_iggy_leave_out import _requests, _v_sends, _variants
+from tests.test_iggy_leave_out import _poll_answers, _requests, _v_sends, _variants
 
 CAPS = Path(__file__).resolve().parent.parent / "captures" / "iggy"
 ALL = sorted(str(p.relative_to(CAPS)) for p in CAPS.rglob("*") if p.name.endswith((".pcap", ".pcap.gz")))
@@ -70,6 +78,42 @@ def test_the_info_line_from_a_few_values_is_the_decodes(monkeypatch: pytest.Monk
     # the busy ones, a command with an optional field (partition) and one without Info items
     assert min(counted.get(n, 0) for n in ("SEND_MESSAGES", "POLL_MESSAGES", "STORE_CONSUMER_OFFSET",
                                            "PING")) >= 3, counted
+
+
+def test_a_clean_poll_answers_info_is_its_decodes() -> None:
+    from dissectors.iggy.messages import decode_polled, polled_clean, polled_info
+
+    checked = 0
+    for dialect, data in _poll_answers():
+        for v in _variants(data):
+            if polled_clean(dialect, v, 8):
+                assert polled_info(v, 8) == decode_polled(dialect, v, 8, len(v)).info, (dialect, v.hex())
+                checked += 1
+    assert checked > 200, checked
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_the_lazy_frames_are_the_frames_decoded_at_once(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    lazy: dict[Any, int] = {}
+    runs = []
+    for no in (False, True):
+        if no:
+            monkeypatch.setattr(payloads, "clean_request", lambda *args: False)
+            monkeypatch.setattr(payloads, "clean_response", lambda *args: False)
+        seen = []
+        for rec in R.recordings(str(CAPS / name), "iggy"):
+            events = R.events(DISSECTOR, rec)
+            for ev in events:
+                if type(ev) is LazyFrame:
+                    lazy[ev._build, no] = lazy.get((ev._build, no), 0) + 1
+            seen.append(R.normal(events))
+        runs.append(seen)
+    assert runs[0] == runs[1]
+    assert not any(no for _, no in lazy)
+    if name.startswith("apache_iggy_0.") and name != "apache_iggy_0.9.0.pcap":
+        assert lazy.get((_clean_request, False), 0) >= 5 and lazy.get((_clean_response_fields, False), 0) >= 2, lazy
+    if name == "apache_iggy_0.9.0.pcap":
+        assert lazy.get((_v_clean_request, False), 0) >= 5, lazy
 
 
 @pytest.mark.parametrize("name", ALL)

@@ -57,7 +57,7 @@ from dissectors.iggy.dialects import (
 )
 from dissectors.iggy.framing import MIDSTREAM_DETECT, REQUEST, RESPONSE, VSR, IggyFramer, detect
 from dissectors.iggy.login import MACHINE
-from dissectors.iggy.messages import send_messages_info
+from dissectors.iggy.messages import polled_info, send_messages_info
 from dissectors.iggy.status import CLIENT_MISTAKES, OK, UNSOLICITED, known, status_name, status_text
 from dissectors.iggy.types import Decoded, wide
 from dissectors.kit import Correlator, Piece, plain_state
@@ -432,9 +432,29 @@ class IggyConnection(Connection):
         payload when decoded already (see _lean_response)."""
         data = piece.data
         status, length = PAIR.unpack_from(data, 0)
-        fields = [Field("status", status, 0, 4, status_name(status)), Field("length", length, 4, 4)]
-        frame = Frame(S2C, piece.offset, len(data), "RESPONSE", None, "", fields, [], self.dialect, data)
+        if (decoded is None and pending is not None and status == OK and len(data) > 8 and len(self.cands) == 1
+                and pending[3][0] is not None
+                and payloads.clean_response(pending[3][0], self.cands[0], data, 8)):
+            return self._clean_response(piece, ts, pending)
+        frame = Frame(S2C, piece.offset, len(data), "RESPONSE", None, "", _response_head(status, length), [],
+                      self.dialect, data)
         self._answer(frame, pending, status, data, 8, ts, decoded=decoded)
+        return frame
+
+    def _clean_response(self, piece: Piece, ts: float, pending: list[Any]) -> Frame:
+        """An OK classic response answering ``pending`` whose payload payloads.clean_response
+        passed: _answer's frame, lazy (its Fields are made only if a view reads them, by
+        _clean_response_fields; its Info line now, from the count alone)."""
+        data = piece.data
+        name, code = pending[0], pending[3][0]
+        dt = ts - pending[2]
+        info = _answer_info(name, OK, polled_info(data, 8), "", dt)
+        frame = LazyFrame(S2C, piece.offset, len(data), f"{name}_RESPONSE", code, [], data, _clean_response_fields,
+                          (self.cands[0], dt, name), info)
+        frame.request = pending[1]
+        frame.latency = dt
+        frame.dialect = self.dialect
+        self._login_answered(code, OK)
         return frame
 
     def _answer(self, frame: Frame, pending: list[Any] | None, status: int, data: bytes, start: int,
@@ -456,7 +476,7 @@ class IggyConnection(Connection):
             frame.code = code
             frame.request = pending[1]
             frame.latency = dt = ts - pending[2]
-            frame.fields.append(Field("response_time", dt, -1, 0, f"{dt:.6f} s after {name}"))
+            frame.fields.append(_response_time(dt, name))
         command = frame.command
         if status != OK:
             if len(data) > start:
@@ -471,14 +491,9 @@ class IggyConnection(Connection):
             frame.fields.extend(decoded.fields)
             _problems(findings, decoded.problems, command)
         self._login_answered(code, status)
-        head = f"response to {name}" if pending is not None else "response"
-        info = f"{head} status={status_text(status)}"
-        if decoded is not None and decoded.info:
-            info += " " + decoded.info
-        info += suffix
-        if pending is not None:
-            info += f" ({_ms(frame.latency or 0.0)})"
-        frame.info = info
+        frame.info = _answer_info(name if pending is not None else None, status,
+                                  decoded.info if decoded is not None else "", suffix,
+                                  None if pending is None else frame.latency or 0.0)
 
     def _login_answered(self, code: int | None, status: int) -> None:
         """The login machine steps on the response to a login request (command ``code``)."""
@@ -819,6 +834,39 @@ def _info_line(cmd: Command, items: dict[str, Any]) -> str:
             v = repr(v)
         parts.append(f"{label}={v}")
     return " ".join(parts)
+
+
+def _response_head(status: int, length: int) -> list[Field]:
+    """A classic response's status and length Fields."""
+    return [Field("status", status, 0, 4, status_name(status)), Field("length", length, 4, 4)]
+
+
+def _response_time(dt: float, name: str) -> Field:
+    return Field("response_time", dt, -1, 0, f"{dt:.6f} s after {name}")
+
+
+def _answer_info(name: str | None, status: int, payload: str, suffix: str, latency: float | None) -> str:
+    """A response's (V: reply's) Info line: what it answers (``name``: None when nothing), its
+    status, its payload's Info, ``suffix``, and its latency (None: no request)."""
+    head = f"response to {name}" if name is not None else "response"
+    info = f"{head} status={status_text(status)}"
+    if payload:
+        info += " " + payload
+    info += suffix
+    if latency is not None:
+        info += f" ({_ms(latency)})"
+    return info
+
+
+def _clean_response_fields(frame: LazyFrame, ctx: tuple[str, float, str]) -> tuple[list[Field], str]:
+    """_clean_response's Fields: _response's and _answer's, the payload decoded now."""
+    dialect, dt, name = ctx
+    data = frame.data
+    assert data is not None
+    status, length = PAIR.unpack_from(data, 0)
+    assert frame.code is not None
+    decoded = payloads.response(frame.code, dialect, data, 8)
+    return [*_response_head(status, length), _response_time(dt, name), *decoded.fields], frame.info
 
 
 def _ms(seconds: float) -> str:

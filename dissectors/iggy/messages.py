@@ -1160,7 +1160,7 @@ def decode_polled(dialect: str, buf: bytes | memoryview, start: int, end: int) -
     w = _Walk(dialect, buf, polled=True)
     end = max(start, min(end, len(w.mv)))
     if start >= end:
-        return Decoded([], "messages=0")
+        return Decoded([], _polled_info(0))
     fields: list[Field] = []
     n = 0
     try:
@@ -1186,7 +1186,16 @@ def decode_polled(dialect: str, buf: bytes | memoryview, start: int, end: int) -
     except DecodeError as e:
         w.problems.append(("size", str(e)))
         fields.append(w.rest("rest", start, end))
-    return Decoded(fields, f"messages={n}", w.problems)
+    return Decoded(fields, _polled_info(n), w.problems)
+
+
+def polled_info(buf: bytes, start: int) -> str:
+    """decode_polled's Info for an answer polled_clean passed (its count is what was found)."""
+    return _polled_info(_POLLED_PREFIX.unpack_from(buf, start)[2] if len(buf) > start else 0)
+
+
+def _polled_info(n: int) -> str:
+    return f"messages={n}"
 
 
 def _flatten_messages(fields: Sequence[Field]) -> list[Field]:
