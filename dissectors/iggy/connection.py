@@ -232,8 +232,8 @@ class IggyConnection(Connection):
         that carries nothing to show (see _lean_response, _v_lean_reply)."""
         if self.framing == VSR:
             vcmd = piece.data[60]
-            if lean and vcmd == V_REPLY and d is S2C:
-                return self._v_lean_reply(piece, ts)
+            if vcmd == V_REPLY and d is S2C:
+                return self._v_lean_reply(piece, ts) if lean else self._v_clean_reply(piece, ts)
             if vcmd == V_REQUEST:
                 return self._vsr(d, piece, ts, clean=_v_clean_command(piece.data))
             return self._vsr(d, piece, ts)
@@ -620,16 +620,8 @@ class IggyConnection(Connection):
         no finding, answering a request given back without findings, in the dialect the engine
         last saw), checked as _vsr and _v_reply check it; else its frame."""
         data = piece.data
-        (number,) = U64.unpack_from(data, 200)
-        op = data[208]
-        (status,) = U32.unpack_from(data, 216)
-        assert self.pairs is not None
-        pending = self.pairs.response("s2c", number)
-        if (pending is None or status != OK or op in REPLICATED or pending[3][1] & SHOWN
-                or pending[3][0] in (None, 40, 45) or len(pending[3]) < 3 or pending[3][2] != op
-                or self.dialect != self.given_dialect or data[_V_HEADER] != _V_HEADER_ZERO
-                or data[_V_REPLY_PADDING] != _V_REPLY_PADDING_ZERO
-                or data[_V_REPLY_RESERVED] != _V_REPLY_RESERVED_ZERO):
+        status, pending, plain = self._v_plain_reply(data)
+        if not plain or status != OK or pending[3][1] & SHOWN or self.dialect != self.given_dialect:
             return self._vsr(S2C, piece, ts, (pending, None))
         code = pending[3][0]
         decoded = self._lean_decode(code, data, 256)
@@ -637,6 +629,45 @@ class IggyConnection(Connection):
             return self._vsr(S2C, piece, ts, (pending, decoded))
         self._login_answered(code, status)
         return None
+
+    def _v_plain_reply(self, data: bytes) -> tuple[int, Any, bool]:
+        """A V reply's status, the request it answers (as pairs.response gives it, taken from the
+        correlator: for _vsr(..., (pending, None)) when the reply is not left to a lean path), and
+        whether nothing but its payload and status could call for a word: a request pending, of an
+        unreplicated operation that is the reply's, a command other than the register, the reserved
+        ranges zero."""
+        (number,) = U64.unpack_from(data, 200)
+        op = data[208]
+        (status,) = U32.unpack_from(data, 216)
+        assert self.pairs is not None
+        pending = self.pairs.response("s2c", number)
+        if (pending is None or op in REPLICATED or pending[3][0] in (None, 40, 45) or len(pending[3]) < 3
+                or pending[3][2] != op or data[_V_HEADER] != _V_HEADER_ZERO
+                or data[_V_REPLY_PADDING] != _V_REPLY_PADDING_ZERO
+                or data[_V_REPLY_RESERVED] != _V_REPLY_RESERVED_ZERO):
+            return status, pending, False
+        return status, pending, True
+
+    def _v_clean_reply(self, piece: Piece, ts: float) -> Frame:
+        """A V reply: when it is plain (_v_plain_reply), OK, and its payload one payloads.clean_response
+        passes, _v_reply's frame, lazy (its Fields are made only if a view reads them, by
+        _v_clean_reply_fields; its Info line now, from the answer's count); else _vsr's."""
+        data = piece.data
+        status, pending, plain = self._v_plain_reply(data)
+        if (not plain or status != OK or len(self.cands) != 1 or len(data) <= 256
+                or not payloads.clean_response(pending[3][0], self.cands[0], data, 256)):
+            return self._vsr(S2C, piece, ts, (pending, None))
+        name, code = pending[0], pending[3][0]
+        dt = ts - pending[2]
+        (number,) = U64.unpack_from(data, 200)
+        info = _answer_info(name, OK, polled_info(data, 256), f" req={number}", dt)
+        frame = LazyFrame(S2C, piece.offset, len(data), f"{name}_RESPONSE", code, [], data, _v_clean_reply_fields,
+                          (self.cands[0], dt, name), info)
+        frame.request = pending[1]
+        frame.latency = dt
+        frame.dialect = self.dialect
+        self._login_answered(code, OK)
+        return frame
 
     def _v_reply(self, frame: Frame, data: bytes, ts: float, pending: Any, decoded: Decoded | None) -> None:
         """Checks a V reply and pairs it with its request (``pending``: as pairs.response gave it,
@@ -867,6 +898,15 @@ def _clean_response_fields(frame: LazyFrame, ctx: tuple[str, float, str]) -> tup
     assert frame.code is not None
     decoded = payloads.response(frame.code, dialect, data, 8)
     return [*_response_head(status, length), _response_time(dt, name), *decoded.fields], frame.info
+
+
+def _v_clean_reply_fields(frame: LazyFrame, ctx: tuple[str, float, str]) -> tuple[list[Field], str]:
+    """_v_clean_reply's Fields: _vsr's header and _answer's, the payload decoded now."""
+    dialect, dt, name = ctx
+    data = frame.data
+    assert data is not None and frame.code is not None
+    decoded = payloads.response(frame.code, dialect, data, 256)
+    return [_v_header(data), _response_time(dt, name), *decoded.fields], frame.info
 
 
 def _ms(seconds: float) -> str:
