@@ -288,6 +288,13 @@ class Connection:
         connection will (the default: it makes every frame)."""
         return False
 
+    def read_for_info_lines(self) -> None:
+        """The run's view prints a line per frame (``inspect -T summary``): a frame's fields are
+        read only where a display filter names them. A connection may then make a frame whose
+        decoding has nothing to say as a lazy one, its Info line from a few values and its fields
+        on first read, which in a view that reads every tree would cost a second pass over its
+        bytes. Told once, before the first call; only a hint (the default does nothing)."""
+
     def feed(self, direction: Direction, data: bytes, ts: float) -> Iterable[Event]:
         """Next in-order bytes of ``direction``; ``ts`` is the capture time of their segment."""
         raise NotImplementedError

@@ -336,6 +336,8 @@ def inspect(
     # Only frames with findings are shown: the analyzer need not give back the others (it still
     # gives back what the linker needs to name a shown frame's request or response).
     analyzer.findings_only = only_findings
+    # A line per frame: the dissectors may leave a clean frame's fields until a filter reads them.
+    analyzer.info_lines_only = format is Format.summary and not tree
 
     def make_display(analyzer: Analyzer) -> Display:
         return Display.from_options(

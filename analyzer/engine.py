@@ -181,6 +181,9 @@ class Analyzer:
         #: --only-findings sets this: most frames have nothing to say, and each frame given back
         #: costs the views' plumbing a few microseconds).
         self.findings_only = False
+        #: The view reads the frames' Info lines, seldom their fields (inspect -T summary sets
+        #: this): every new connection is told (Connection.read_for_info_lines).
+        self.info_lines_only = False
         # What the events being given back come from (see order_key): None for a packet's own
         # processing, else (phase, a, b) for the wake-ups (0, wake time, conversation id) and the
         # end of the capture (2, ...).
@@ -724,6 +727,8 @@ class Analyzer:
         try:
             conv.conn = dissector.connection(conv.midstream)
             conv.leaves_out = self.findings_only and _leaves_out(conv.conn)
+            if self.info_lines_only:
+                _tell_info_lines(conv.conn)
         except Exception as exc:  # a broken plugin leaves the conversation undecoded, not the run dead
             conv.conn = None
             conv.info.protocol = dissector.name
@@ -1188,6 +1193,8 @@ class Analyzer:
                     try:
                         conv.conn = conv.dissector.resume(c["conn"])
                         conv.leaves_out = self.findings_only and _leaves_out(conv.conn)
+                        if self.info_lines_only:
+                            _tell_info_lines(conv.conn)
                     except Exception as exc:  # a broken snapshot: that conversation stays undecoded
                         conv.timed, conv.deadline = False, None
                         self._startup_errors.append(self._account(conv, _dissector_crash(conv, exc)))
@@ -1247,6 +1254,14 @@ def _leaves_out(conn: Connection) -> bool:
     Connection.leave_out_plain_frames; duck-typed connections without it make every frame)."""
     ask = getattr(conn, "leave_out_plain_frames", None)
     return ask is not None and ask() is True
+
+
+def _tell_info_lines(conn: Connection) -> None:
+    """Tell a connection that the view reads Info lines (Connection.read_for_info_lines;
+    duck-typed connections without it are not told)."""
+    tell = getattr(conn, "read_for_info_lines", None)
+    if tell is not None:
+        tell()
 
 
 def _dissector_crash(conv: Conversation, exc: Exception) -> Finding:

@@ -185,6 +185,7 @@ def live(
         raise fail(f"--max-flow-rows must be 0 or more, not {max_flow_rows}")
     analyzer = _analyzer(decode_as, idle_timeout, option, dialect)
     analyzer.limit_finished_rows(max_flow_rows)
+    analyzer.info_lines_only = format is Format.summary and not tree  # as inspect says it
     bpf = capture_filter if capture_filter is not None else default_filter(analyzer)
     display = Display.from_options(
         analyzer, capture=str(replay) if replay is not None else interface, display_filter=display_filter,

@@ -1,11 +1,12 @@
-"""A request with nothing to say of it is a lazy frame in every run (Connection._request,
-_v_clean_command), and so is a poll's clean answer (Connection._clean_response, _v_clean_reply): a view
-that prints Info lines (the summary) reads their Info lines from the few values they name
-(connection._clean_info: payloads.info_items, messages.send_messages_info; messages.polled_info),
-never their Fields. Held here to the decode they stand for: on every request and poll answer of
-the bundled captures in every dialect that knows its command, and on mutated, cut and extended
-variants of them whenever they stay clean; and every capture's frames to those of a run whose
-clean tests say no (every frame decoded at once, as before the lazy frames)."""
+"""When the view reads Info lines (``inspect -T summary`` tells each connection:
+Connection.read_for_info_lines), a request with nothing to say of it is a lazy frame
+(Connection._request, _v_clean_command), and so is a poll's clean answer (_clean_response,
+_v_clean_reply): their Info lines come from the few values they name (connection._clean_info:
+payloads.info_items, messages.send_messages_info; messages.polled_info), their Fields only if read.
+Held here to the decode they stand for: on every request and poll answer of the bundled captures
+in every dialect that knows its command, and on mutated, cut and extended variants of them
+whenever they stay clean; and every capture's frames to those of a run not told (every frame
+decoded at once, as the tree and JSON views have them)."""
 
 from __future__ import annotations
 
@@ -93,35 +94,41 @@ def test_a_clean_poll_answers_info_is_its_decodes() -> None:
     assert checked > 200, checked
 
 
+def _events(rec: R.Recorded, info_lines: bool) -> list[Any]:
+    """R.events, the connection told (or not) that the view reads Info lines."""
+    conn = DISSECTOR.connection(rec.midstream)
+    if info_lines:
+        conn.read_for_info_lines()
+    return [ev for name, args in rec.calls for ev in getattr(conn, name)(*args) or ()]
+
+
 @pytest.mark.parametrize("name", ALL)
-def test_the_lazy_frames_are_the_frames_decoded_at_once(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_lazy_frames_are_the_frames_decoded_at_once(name: str) -> None:
     lazy: dict[Any, int] = {}
     runs = []
-    for no in (False, True):
-        if no:
-            monkeypatch.setattr(payloads, "clean_request", lambda *args: False)
-            monkeypatch.setattr(payloads, "clean_response", lambda *args: False)
+    for told in (True, False):
         seen = []
         for rec in R.recordings(str(CAPS / name), "iggy"):
-            events = R.events(DISSECTOR, rec)
+            events = _events(rec, told)
             for ev in events:
                 if type(ev) is LazyFrame:
-                    lazy[ev._build, no] = lazy.get((ev._build, no), 0) + 1
+                    lazy[ev._build, told] = lazy.get((ev._build, told), 0) + 1
             seen.append(R.normal(events))
         runs.append(seen)
     assert runs[0] == runs[1]
-    assert not any(no for _, no in lazy)
+    builds = (_clean_request, _clean_response_fields, _v_clean_request, _v_clean_reply_fields)
+    assert not any(build in builds for build, told in lazy if not told), lazy
     if name.startswith("apache_iggy_0.") and name != "apache_iggy_0.9.0.pcap":
-        assert lazy.get((_clean_request, False), 0) >= 5 and lazy.get((_clean_response_fields, False), 0) >= 2, lazy
+        assert lazy.get((_clean_request, True), 0) >= 5 and lazy.get((_clean_response_fields, True), 0) >= 2, lazy
     if name == "apache_iggy_0.9.0.pcap":
-        assert lazy.get((_v_clean_request, False), 0) >= 5 and lazy.get((_v_clean_reply_fields, False), 0) >= 2, lazy
+        assert lazy.get((_v_clean_request, True), 0) >= 5 and lazy.get((_v_clean_reply_fields, True), 0) >= 2, lazy
 
 
 @pytest.mark.parametrize("name", ALL)
 def test_every_lazy_request_tells_its_info_without_its_tree(name: str) -> None:
     lazy = 0
     for rec in R.recordings(str(CAPS / name), "iggy"):
-        for ev in R.events(DISSECTOR, rec):
+        for ev in _events(rec, True):
             if type(ev) is not LazyFrame or ev._build not in (_clean_request, _v_clean_request):
                 continue
             build, ctx = ev._build, ev._ctx
@@ -137,7 +144,7 @@ def test_every_lazy_request_tells_its_info_without_its_tree(name: str) -> None:
 
 def test_a_summary_makes_no_fields_of_clean_requests() -> None:
     rec = R.recordings(str(CAPS / "apache_iggy_0.7.0.pcap"), "iggy")[0]
-    requests = [e for e in R.events(DISSECTOR, rec) if isinstance(e, Frame) and e.direction == "c2s"]
+    requests = [e for e in _events(rec, True) if isinstance(e, Frame) and e.direction == "c2s"]
     # Until the first send settles the dialect, requests are decoded at once (as before); from then
     # on every send and poll is lazy, and so is every other request whose types have clean tests.
     settled = requests[[e.command for e in requests].index("SEND_MESSAGES") + 1:]
@@ -145,3 +152,20 @@ def test_a_summary_makes_no_fields_of_clean_requests() -> None:
     assert len(busy) >= 6 and all(type(e) is LazyFrame and e._build is _clean_request for e in busy)
     lazy = [e for e in settled if type(e) is LazyFrame and e._build is _clean_request]
     assert {e.command for e in lazy} >= {"GET_STREAM", "JOIN_CONSUMER_GROUP", "STORE_CONSUMER_OFFSET"}
+
+
+@pytest.mark.parametrize("fmt", ["summary", "jsonl", "tree"])
+def test_inspect_tells_the_connections_in_the_summary_alone(fmt: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from analyzer.cli import app
+    from dissectors.iggy.connection import IggyConnection
+
+    told: list[bool] = []
+    monkeypatch.setattr(IggyConnection, "read_for_info_lines", lambda self: told.append(True))
+    args = ["inspect", str(CAPS / "apache_iggy_0.7.0.pcap"), "--jobs", "1", "--format", fmt]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0 and "POLL_MESSAGES" in result.output
+    assert told == ([True] if fmt == "summary" else [])
+    result = CliRunner().invoke(app, [*args, "-V"])  # the tree, whatever -T says
+    assert result.exit_code == 0 and told == ([True] if fmt == "summary" else [])

@@ -81,10 +81,10 @@ SHOWN = 2
 class IggyConnection(Connection):
     __slots__ = ("midstream", "forced", "dialect", "cands", "evidence", "framing", "pending", "framer_c2s",
                  "framer_s2c", "pairs", "login", "lossy", "client_version", "replicated", "leave_out",
-                 "frames_left_out", "given_dialect")
+                 "frames_left_out", "given_dialect", "info_lines")
     # These belong to the run, not the conversation: the engine asks again when it resumes one
-    # (leave_out_plain_frames), and the count is collected after every call.
-    TRANSIENT = ("leave_out", "frames_left_out", "given_dialect")
+    # (leave_out_plain_frames, read_for_info_lines), and the count is collected after every call.
+    TRANSIENT = ("leave_out", "frames_left_out", "given_dialect", "info_lines")
 
     def __init__(self, midstream: bool, forced: str | None = None) -> None:
         self.midstream = midstream
@@ -124,6 +124,14 @@ class IggyConnection(Connection):
         self.leave_out = False
         self.frames_left_out = 0
         self.given_dialect: str | None = None
+        #: The view reads Info lines (read_for_info_lines): a request or poll answer with nothing
+        #: to say is a lazy frame, its Info line from a few values (a findings-only run's requests
+        #: are so anyway). Not otherwise: a view that reads the tree would pay the clean test and
+        #: then the decode.
+        self.info_lines = False
+
+    def read_for_info_lines(self) -> None:
+        self.info_lines = True
 
     def leave_out_plain_frames(self) -> bool:
         self.leave_out = True
@@ -233,8 +241,11 @@ class IggyConnection(Connection):
         if self.framing == VSR:
             vcmd = piece.data[60]
             if vcmd == V_REPLY and d is S2C:
-                return self._v_lean_reply(piece, ts) if lean else self._v_clean_reply(piece, ts)
-            if vcmd == V_REQUEST:
+                if lean:
+                    return self._v_lean_reply(piece, ts)
+                if self.info_lines:
+                    return self._v_clean_reply(piece, ts)
+            elif vcmd == V_REQUEST and (lean or self.info_lines):
                 return self._vsr(d, piece, ts, clean=_v_clean_command(piece.data))
             return self._vsr(d, piece, ts)
         if d is C2S:
@@ -262,11 +273,11 @@ class IggyConnection(Connection):
 
     # ------------------------------------------------------------------ classic requests
     def _request(self, piece: Piece, ts: float, lean: bool = False) -> Frame:
-        """A classic request. One with nothing to say of it, once the dialect is settled, is a lazy
-        frame: its Fields are made only if a view reads them, its Info line from the few values it
-        names (_clean_request, _clean_request_info). ``lean`` (a findings-only run, which gives a
-        request back only with findings): a decoded one's Info line is made only if read
-        (_lean_request)."""
+        """A classic request. In a findings-only run (``lean``, which gives a request back only with
+        findings) or one whose view reads Info lines (info_lines), one with nothing to say of it
+        once the dialect is settled is a lazy frame: its Fields are made only if a view reads them,
+        its Info line from the few values it names (_clean_request, _clean_request_info); in a
+        findings-only run, a decoded one's Info line is made only if read (_lean_request)."""
         data = piece.data
         (length,) = U32.unpack_from(data, 0)
         fields = [Field("length", length, 0, 4)]
@@ -279,7 +290,7 @@ class IggyConnection(Connection):
             fields.append(Field("code", code, 4, 4, cmd.name if cmd is not None else "unknown"))
         if cmd is None:
             return self._unusable_request(piece, ts, fields, length, code)
-        if len(self.cands) == 1:
+        if (lean or self.info_lines) and len(self.cands) == 1:
             dialect = self.cands[0]
             if payloads.clean_request(cmd, dialect, data, 8):
                 # Nothing to say of it: its Fields and Info line are made only if a view asks
@@ -432,7 +443,8 @@ class IggyConnection(Connection):
         payload when decoded already (see _lean_response)."""
         data = piece.data
         status, length = PAIR.unpack_from(data, 0)
-        if (decoded is None and pending is not None and status == OK and len(data) > 8 and len(self.cands) == 1
+        if (self.info_lines and decoded is None and pending is not None and status == OK and len(data) > 8
+                and len(self.cands) == 1
                 and pending[3][0] is not None
                 and payloads.clean_response(pending[3][0], self.cands[0], data, 8)):
             return self._clean_response(piece, ts, pending)
