@@ -1,6 +1,6 @@
 """When the view reads Info lines (``inspect -T summary`` tells each connection:
 Connection.read_for_info_lines), a request with nothing to say of it is a lazy frame
-(Connection._request, _v_clean_command), and so is a poll's clean answer (_clean_response,
+(Connection._request, _v_clean_command), and so is a poll's clean answer (_lazy_answer,
 _v_clean_reply): their Info lines come from the few values they name (connection._clean_info:
 payloads.info_items, messages.send_messages_info; messages.polled_info), their Fields only if read.
 Held here to the decode they stand for: on every request and poll answer of the bundled captures

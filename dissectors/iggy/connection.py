@@ -62,7 +62,7 @@ from dissectors.iggy.status import CLIENT_MISTAKES, OK, UNSOLICITED, known, stat
 from dissectors.iggy.types import Decoded, wide
 from dissectors.kit import Correlator, Piece, plain_state
 from dissectors.kit import state as kit_state
-from dissectors.kit.lazy import QUICK_INFO, LazyField, LazyFrame
+from dissectors.kit.lazy import QUICK_INFO, Builder, LazyField, LazyFrame
 from dissectors.schema import DecodeError, Struct
 
 PAIR = struct.Struct("<II")
@@ -447,21 +447,23 @@ class IggyConnection(Connection):
                 and len(self.cands) == 1
                 and pending[3][0] is not None
                 and payloads.clean_response(pending[3][0], self.cands[0], data, 8)):
-            return self._clean_response(piece, ts, pending)
+            return self._lazy_answer(piece, ts, pending, 8, "", _clean_response_fields)
         frame = Frame(S2C, piece.offset, len(data), "RESPONSE", None, "", _response_head(status, length), [],
                       self.dialect, data)
         self._answer(frame, pending, status, data, 8, ts, decoded=decoded)
         return frame
 
-    def _clean_response(self, piece: Piece, ts: float, pending: list[Any]) -> Frame:
-        """An OK classic response answering ``pending`` whose payload payloads.clean_response
-        passed: _answer's frame, lazy (its Fields are made only if a view reads them, by
-        _clean_response_fields; its Info line now, from the count alone)."""
+    def _lazy_answer(self, piece: Piece, ts: float, pending: list[Any], start: int, suffix: str,
+                     build: Builder) -> Frame:
+        """The frame _answer makes of an OK response (V: reply) to ``pending`` whose payload from
+        ``start`` payloads.clean_response passed, lazy: its Info line now, from the answer's count
+        (messages.polled_info), its Fields only if a view reads them (``build``:
+        _clean_response_fields, _v_clean_reply_fields)."""
         data = piece.data
         name, code = pending[0], pending[3][0]
         dt = ts - pending[2]
-        info = _answer_info(name, OK, polled_info(data, 8), "", dt)
-        frame = LazyFrame(S2C, piece.offset, len(data), f"{name}_RESPONSE", code, [], data, _clean_response_fields,
+        info = _answer_info(name, OK, polled_info(data, start), suffix, dt)
+        frame = LazyFrame(S2C, piece.offset, len(data), f"{name}_RESPONSE", code, [], data, build,
                           (self.cands[0], dt, name), info)
         frame.request = pending[1]
         frame.latency = dt
@@ -662,24 +664,14 @@ class IggyConnection(Connection):
 
     def _v_clean_reply(self, piece: Piece, ts: float) -> Frame:
         """A V reply: when it is plain (_v_plain_reply), OK, and its payload one payloads.clean_response
-        passes, _v_reply's frame, lazy (its Fields are made only if a view reads them, by
-        _v_clean_reply_fields; its Info line now, from the answer's count); else _vsr's."""
+        passes, _v_reply's frame, lazy (_lazy_answer); else _vsr's."""
         data = piece.data
         status, pending, plain = self._v_plain_reply(data)
         if (not plain or status != OK or len(self.cands) != 1 or len(data) <= 256
                 or not payloads.clean_response(pending[3][0], self.cands[0], data, 256)):
             return self._vsr(S2C, piece, ts, (pending, None))
-        name, code = pending[0], pending[3][0]
-        dt = ts - pending[2]
         (number,) = U64.unpack_from(data, 200)
-        info = _answer_info(name, OK, polled_info(data, 256), f" req={number}", dt)
-        frame = LazyFrame(S2C, piece.offset, len(data), f"{name}_RESPONSE", code, [], data, _v_clean_reply_fields,
-                          (self.cands[0], dt, name), info)
-        frame.request = pending[1]
-        frame.latency = dt
-        frame.dialect = self.dialect
-        self._login_answered(code, OK)
-        return frame
+        return self._lazy_answer(piece, ts, pending, 256, f" req={number}", _v_clean_reply_fields)
 
     def _v_reply(self, frame: Frame, data: bytes, ts: float, pending: Any, decoded: Decoded | None) -> None:
         """Checks a V reply and pairs it with its request (``pending``: as pairs.response gave it,
@@ -902,7 +894,7 @@ def _answer_info(name: str | None, status: int, payload: str, suffix: str, laten
 
 
 def _clean_response_fields(frame: LazyFrame, ctx: tuple[str, float, str]) -> tuple[list[Field], str]:
-    """_clean_response's Fields: _response's and _answer's, the payload decoded now."""
+    """A classic response _lazy_answer made: its Fields, _response's and _answer's, the payload decoded now."""
     dialect, dt, name = ctx
     data = frame.data
     assert data is not None
