@@ -69,7 +69,9 @@ DECOMPRESSORS: dict[int, Callable[[bytes, int], bytes] | None] = _Decompressors(
 def gzip_compress(data: bytes) -> bytes:
     import gzip  # the encoder's alone: kept off the start of every run
 
-    return gzip.compress(data)
+    # mtime 0: the same bytes every time (gzip's header otherwise holds the current second, and a
+    # test that encodes one session twice saw two chunk CRCs when a second turned between them).
+    return gzip.compress(data, mtime=0)
 
 
 # ------------------------------------------------------------------------------ records
