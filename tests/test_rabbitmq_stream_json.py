@@ -10,7 +10,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import analyzer.jsonout as jsonout
@@ -292,3 +292,67 @@ def test_like_json_takes_only_messages_like_the_one_before():
         at: list[int] = []
         got = amqp._usual_message_json(m, 0, len(m), at)
         assert got is not None and amqp.like_of(m, 0, len(m), got, at) is None, shape
+
+
+# Application properties as a map8 (0xC1), the way rstream and rbfly send them, built byte by byte:
+# the encoder above writes maps as map32. Text keys with every value constructor
+# amqp._flat_map_json reads; a twist puts in what it leaves to the general decode (a key that is no
+# UTF-8 str8 or comes twice, a value of another kind) and a damage breaks the map's framing.
+_FLAT_VALUES = st.one_of(
+    st.sampled_from([b"\x40", b"\x41", b"\x42", b"\x43", b"\x44", b"\x56\x00", b"\x56\x01", b"\x56\x07"]),
+    st.tuples(st.sampled_from([0x50, 0x51, 0x52, 0x53, 0x54, 0x55, 0x60, 0x61, 0x70, 0x71, 0x80, 0x81]),
+              st.binary(min_size=8, max_size=8)).map(
+        lambda cb: bytes([cb[0]]) + cb[1][:amqp._FIXED[cb[0]][0].size]),
+    st.text(max_size=6).map(lambda s: b"\xa1" + bytes([len(s.encode())]) + s.encode()))
+_FLAT_KEYS = st.sampled_from([b"\xa1" + bytes([len(raw)]) + raw
+                              for raw in (b"i", b"a", b"x-key", "é".encode(), b"n", b"order", b"")])
+_TWISTS = {"key not utf-8": (b"\xa1\x02\xff\xfe", None), "key a symbol": (b"\xa3\x01i", None),
+           "value not utf-8": (None, b"\xa1\x01\xff"), "value a symbol": (None, b"\xa3\x01s"),
+           "value binary": (None, b"\xa0\x02\x00\x01"), "value a float": (None, b"\x72\x3f\x80\x00\x00"),
+           "value a timestamp": (None, b"\x83" + bytes(8)), "value a list": (None, b"\x45"),
+           "value a map": (None, b"\xc1\x01\x00")}
+
+
+@settings(max_examples=500, deadline=None)
+@example([(b"\xa1\x01i", b"\x44"), (b"\xa1\x01a", b"\x43"), (b"\xa1\x01n", b"\x56\x02")], "none", "as is", b"", 0)
+@given(st.lists(st.tuples(_FLAT_KEYS, _FLAT_VALUES), max_size=5, unique_by=lambda kv: kv[0]),
+       st.sampled_from(["none"] * 4 + ["key repeated", *_TWISTS]),
+       st.sampled_from(["as is"] * 4 + ["odd count", "size short", "size long", "cut"]),
+       st.binary(max_size=6), st.sampled_from([0, 4, 1 << 20]))
+def test_map8_application_properties(pairs: list[tuple[bytes, bytes]], twist: str, damage: str, body: bytes,
+                                     limit: int):
+    """A message with map8 application properties: its JSON made in one loop (amqp._flat_map_json)
+    is the tree's; the usual ones (text keys once, text, integer, boolean and null values) take
+    that loop, and no other does."""
+    if pairs and twist != "none":
+        key, value = pairs[-1]
+        if twist == "key repeated":
+            pairs = [*pairs, (pairs[0][0], value)]
+        else:
+            new_key, new_value = _TWISTS[twist]
+            pairs = [*pairs[:-1], (new_key or key, new_value or value)]
+    else:
+        twist = "none"
+    entries = b"".join(k + v for k, v in pairs)
+    if damage == "cut" and not entries:
+        damage = "as is"  # nothing to cut
+    count = 2 * len(pairs) + (damage == "odd count")
+    size = len(entries) + 1 + {"size short": -1, "size long": 1}.get(damage, 0)
+    section = b"\x00\x53\x74\xc1" + bytes([max(size, 0) & 0xFF, count & 0xFF]) + entries
+    if damage == "cut":
+        section = section[:-1]
+    buf = section + b"\x00\x53\x75" + encode_value(body)
+    usual = damage == "as is" and twist == "none" and len(entries) + 1 < 256
+    assert (amqp._flat_map_json(buf, 3, len(section)) is not None) == usual, (pairs, twist, damage)
+    # Forgotten first: an example's section decoded by the general way (under a limit) would be
+    # remembered, and a later example with the same bytes would not take the loop.
+    amqp._JSON_SEEN.clear()
+    set_max_value(limit)
+    try:
+        tree = amqp.message_fields(buf, 0, len(buf), 0)
+        direct = amqp.message_json(buf, 0, len(buf))
+        assert (tree is None) == (direct is None)
+        if tree is not None:
+            assert with_cuts(lambda: amqp.message_json(buf, 0, len(buf))) == with_cuts(lambda: fields_json(tree))
+    finally:
+        set_max_value(jsonout.MAX_VALUE)
