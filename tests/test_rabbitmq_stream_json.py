@@ -356,3 +356,21 @@ def test_map8_application_properties(pairs: list[tuple[bytes, bytes]], twist: st
             assert with_cuts(lambda: amqp.message_json(buf, 0, len(buf))) == with_cuts(lambda: fields_json(tree))
     finally:
         set_max_value(jsonout.MAX_VALUE)
+
+
+def test_map8_application_properties_cut_anywhere():
+    """Every cut of a message whose map8 application properties end it (or come before its data):
+    message_json is the tree's JSON, or None where the tree is none, and raises nothing (a map8
+    with a size octet but no count octet at the end of the bytes once raised IndexError)."""
+    props = b"\x00\x53\x74\xc1\x0d\x04\xa1\x01i\x55\x07\xa1\x01s\xa1\x02ok"
+    for whole in (props, props + b"\x00\x53\x75\xa0\x01x"):
+        for n in range(len(whole) + 1):
+            buf = whole[:n]
+            amqp._JSON_SEEN.clear()
+            tree = amqp.message_fields(buf, 0, len(buf), 0)
+            direct = amqp.message_json(buf, 0, len(buf))
+            assert (tree is None) == (direct is None), n
+            if tree is not None:
+                assert direct == fields_json(tree), n
+    buf = b"\x00\x53\x74\xc1\x00"  # a size octet of 0, the count octet missing
+    assert amqp.message_json(buf, 0, len(buf)) is None and amqp.message_fields(buf, 0, len(buf), 0) is None

@@ -512,7 +512,7 @@ def _usual_message_json(buf: bytes | memoryview, off: int, end: int,
     return out
 
 
-#: The value constructors _flat_map_json reads: (struct, or None for a constant) and the constant.
+#: What _flat_map_json reads besides text: the integer constructors (their struct) and the constants.
 _FLAT_INTS: dict[int, struct.Struct] = {c: st for c, (st, kind) in _FIXED.items() if kind is int}
 _FLAT_CONSTS: dict[int, Any] = {0x40: None, 0x41: True, 0x42: False, 0x43: 0, 0x44: 0}
 
@@ -523,6 +523,8 @@ def _flat_map_json(buf: bytes | memoryview, p: int, stop: int) -> dict[str, Any]
     its JSON holds as they are. Made in one loop instead of decode_value's call per value and
     _json_of's conversion; None for any other map (the general decode then says what it is).
     tests/test_rabbitmq_stream_json.py holds it to the tree on every capture and random messages."""
+    if p + 3 > stop:  # no count octet (the general decode says why)
+        return None
     count = buf[p + 2]
     if count & 1 or p + 2 + buf[p + 1] != stop:
         return None
