@@ -76,17 +76,25 @@ def _message(sections: list[tuple[int, Any]]) -> bytes:
     return b"".join(b"\x00\x53" + bytes([code]) + encode_value(v) for code, v in sections)
 
 
+def _json_is_the_trees(buf: bytes) -> list[Field] | None:
+    """Asserts that message_json of the message in ``buf`` is the JSON of its tree (text and cuts,
+    under the limit set), or None where the tree is none; gives back the tree."""
+    tree = amqp.message_fields(buf, 0, len(buf), 0)
+    direct = amqp.message_json(buf, 0, len(buf))
+    assert (tree is None) == (direct is None)
+    if tree is not None:
+        assert with_cuts(lambda: amqp.message_json(buf, 0, len(buf))) == with_cuts(lambda: fields_json(tree))
+    return tree
+
+
 @settings(max_examples=400, deadline=None)
 @given(st.lists(_section, min_size=1, max_size=5), st.sampled_from([0, 4, 1 << 20]))
 def test_random_messages(sections: list[tuple[int, Any]], limit: int):
     buf = _message(sections)
     set_max_value(limit)
     try:
-        tree = amqp.message_fields(buf, 0, len(buf), 0)
-        direct = amqp.message_json(buf, 0, len(buf))
-        assert (tree is None) == (direct is None)
+        tree = _json_is_the_trees(buf)
         if tree is not None:
-            assert with_cuts(lambda: amqp.message_json(buf, 0, len(buf))) == with_cuts(lambda: fields_json(tree))
             # And as a record of a chunk, with and without its offset.
             frame = struct.pack(">I", len(buf)) + buf
             for name, value in (("record", 7), ("message", None)):
@@ -349,11 +357,7 @@ def test_map8_application_properties(pairs: list[tuple[bytes, bytes]], twist: st
     amqp._JSON_SEEN.clear()
     set_max_value(limit)
     try:
-        tree = amqp.message_fields(buf, 0, len(buf), 0)
-        direct = amqp.message_json(buf, 0, len(buf))
-        assert (tree is None) == (direct is None)
-        if tree is not None:
-            assert with_cuts(lambda: amqp.message_json(buf, 0, len(buf))) == with_cuts(lambda: fields_json(tree))
+        _json_is_the_trees(buf)
     finally:
         set_max_value(jsonout.MAX_VALUE)
 
