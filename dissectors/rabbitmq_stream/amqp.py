@@ -514,7 +514,7 @@ def _usual_message_json(buf: bytes | memoryview, off: int, end: int,
 
 #: What _flat_map_json reads besides text: the integer constructors (their struct) and the constants.
 _FLAT_INTS: dict[int, struct.Struct] = {c: st for c, (st, kind) in _FIXED.items() if kind is int}
-_FLAT_CONSTS: dict[int, Any] = {0x40: None, 0x41: True, 0x42: False, 0x43: 0, 0x44: 0}
+_FLAT_CONSTS: dict[int, Any] = {c: v for c, v in _CONST.items() if type(v) is not list}
 
 
 def _flat_map_json(buf: bytes | memoryview, p: int, stop: int) -> dict[str, Any] | None:
