@@ -252,10 +252,22 @@ class WideInt(int):
     __slots__ = ()
 
 
+#: The kinds of object (a frame's "command") that go straight to orjson's second try
+#: (_orjson_again), since the last object of that kind had an int subclass (a WideInt) in it. A kind
+#: that carries u128 values (Iggy's polled ids, V's checksums) has them in frame after frame, and a
+#: first try refused is time lost (about 2 us of an Iggy V frame's 9 to 11); other kinds keep the
+#: first try, faster where it succeeds (a second try is about 0.2 us slower on an object it need not
+#: take). The same bytes either way: only which try runs first changes.
+_AGAIN_FIRST: set[Any] = set()
+#: Whether the second try running now has met an int subclass (set by _subclass).
+_MET = [False]
+
+
 def _subclass(obj: Any) -> Any:
     """What orjson is to write for an instance of a subclass of int, str, dict or list: the same
     JSON it writes for the base type's value (a bool is its own type and never comes here)."""
     if isinstance(obj, int):
+        _MET[0] = True
         return _FRAGMENT(int.__repr__(obj).encode("ascii"))  # type: ignore[misc]
     if isinstance(obj, str):
         return str.__str__(obj)
@@ -280,34 +292,46 @@ def dumps(obj: Any) -> str:
     return text
 
 
-def dumps_event(obj: Any) -> str:
+def dumps_event(obj: dict[str, Any]) -> str:
     """:func:`dumps` for what :func:`frame_json` and :func:`finding_json` make (faster)."""
     data = _orjson(obj, 0)
     return data.decode("utf-8") if data is not None else dumps(obj)
 
 
-def _orjson(obj: Any, option: int) -> bytes | None:
+def _orjson(obj: dict[str, Any], option: int) -> bytes | None:
     """orjson's UTF-8 of an object (a second try when it refused one for a WideInt); None without
     orjson or when it refuses again: the standard library (:func:`dumps`) writes it then, or says
     what is wrong."""
     if _FAST is None:
         return None
+    if _AGAIN_FIRST and obj.get("command") in _AGAIN_FIRST:
+        return _orjson_again(obj, option)
     try:
         return _FAST(obj, option=option)
     except _REFUSED:
         return _orjson_again(obj, option)
 
 
-def _orjson_again(obj: Any, option: int) -> bytes | None:
+def _orjson_again(obj: dict[str, Any], option: int) -> bytes | None:
     """orjson's text of an object it refused, when that was for a WideInt; None when it refuses
     again. Only a second try hands subclasses of int, str, dict and list to _subclass: orjson
-    writes the others faster without (an Enum such as a frame's direction is one)."""
+    writes the others faster without (an Enum such as a frame's direction is one). Whether the next
+    object of its kind goes straight to this try is decided here (_AGAIN_FIRST)."""
     if _FRAGMENT is None:
         return None
+    _MET[0] = False
     try:
-        return _FAST(obj, default=_subclass, option=option | _PASSTHROUGH)  # type: ignore[misc]
+        data = _FAST(obj, default=_subclass, option=option | _PASSTHROUGH)  # type: ignore[misc]
     except _REFUSED:
-        return None
+        data = None
+    kind = obj.get("command")
+    if _MET[0]:
+        if len(_AGAIN_FIRST) >= 64:  # kinds named by the wire: kept few
+            _AGAIN_FIRST.clear()
+        _AGAIN_FIRST.add(kind)
+    else:
+        _AGAIN_FIRST.discard(kind)
+    return data
 
 
 def _strict(obj: Any) -> Any:
@@ -344,23 +368,26 @@ class JsonWriter:
     def line(self, obj: Any) -> None:
         self.write(dumps(obj) + "\n")
 
-    def event(self, obj: Any) -> None:
+    def event(self, obj: dict[str, Any]) -> None:
         """:meth:`line` for what :func:`frame_json` and :func:`finding_json` make (faster)."""
         buffer = self.buffer
         if _FAST is None or buffer is None:
             self.write(dumps_event(obj) + "\n")
             return
         # _orjson written out here: a call less for every line of JSON Lines (0.4 % of a run).
-        try:
-            buffer.write(_FAST(obj, option=_NEWLINE))  # UTF-8 already: no text in between
-        except _REFUSED:
-            data = _orjson_again(obj, _NEWLINE)
-            if data is not None:
-                buffer.write(data)
-            else:  # the standard library writes it, or says what is wrong
-                self.write(dumps(obj) + "\n")
+        if not _AGAIN_FIRST or obj.get("command") not in _AGAIN_FIRST:
+            try:
+                buffer.write(_FAST(obj, option=_NEWLINE))  # UTF-8 already: no text in between
+                return
+            except _REFUSED:
+                pass
+        data = _orjson_again(obj, _NEWLINE)
+        if data is not None:
+            buffer.write(data)
+        else:  # the standard library writes it, or says what is wrong
+            self.write(dumps(obj) + "\n")
 
-    def element(self, sep: str, obj: Any) -> None:
+    def element(self, sep: str, obj: dict[str, Any]) -> None:
         """``sep``, then what :meth:`event` writes of ``obj`` without its newline: an element of a
         JSON array (the document's frames). As bytes from orjson to the buffer, where a round trip
         through text cost a decode and an encode of every frame's JSON."""

@@ -147,3 +147,67 @@ def _leaves(obj: object) -> list[object]:
     if isinstance(obj, list):
         return [x for v in obj for x in _leaves(v)]
     return [obj]
+
+
+def test_after_a_wide_integer_orjson_goes_straight_to_its_second_try(monkeypatch: pytest.MonkeyPatch):
+    """Once an object of a kind (its command) had a WideInt in it, the next of that kind goes to
+    orjson's second try first (a kind with u128 values has them in frame after frame, and a refused
+    first try costs more than the second); one of that kind without a WideInt turns that off again,
+    and other kinds keep the first try. Each object's bytes are those it has written alone,
+    whatever came before it, by every writer, and the objects orjson refuses twice still take the
+    standard library."""
+    import enum
+    import itertools
+
+    class Kind(enum.StrEnum):
+        A = "a"
+
+    wide = {"type": "frame", "command": "POLL", "id": jsonout.WideInt((1 << 127) + 7), "kind": Kind.A}
+    narrow = {"type": "frame", "command": "POLL", "id": 5, "kind": Kind.A, "info": "x"}
+    other = {"type": "frame", "command": "SEND", "id": 6}
+    surrogate = {"type": "frame", "command": "POLL", "id": jsonout.WideInt(1 << 64), "info": "bad \udcff byte"}
+    beyond = {"type": "finding", "code": 1 << 70}
+    objects = [wide, narrow, other, surrogate, beyond]
+
+    def alone(obj: dict[str, object]) -> tuple[str, bytes, bytes]:
+        jsonout._AGAIN_FIRST.clear()
+        return written(obj)
+
+    def written(obj: dict[str, object]) -> tuple[str, bytes, bytes]:
+        out = []
+        for write in ("event", "element"):
+            buf = io.BytesIO()
+            writer = jsonout.JsonWriter(io.TextIOWrapper(buf, encoding="utf-8"))
+            writer.event(obj) if write == "event" else writer.element(",", obj)
+            writer.flush()
+            out.append(buf.getvalue())
+        return dumps_event(obj), out[0], out[1]
+
+    expected = [alone(obj) for obj in objects]
+    for obj, (text, line, element) in zip(objects, expected, strict=True):
+        assert text == dumps(obj)
+        if obj is not surrogate:  # the writer escapes its lone surrogate
+            assert line == (text + "\n").encode() and element == ("," + text).encode()
+    for order in itertools.permutations(range(len(objects))):
+        jsonout._AGAIN_FIRST.clear()
+        for i in order * 2:
+            assert written(objects[i]) == expected[i], (order, i)
+
+    calls: list[bool] = []  # whether each call to orjson was a second try (it has a default)
+    fast = jsonout._FAST
+    monkeypatch.setattr(jsonout, "_FAST", lambda obj, **kw: calls.append("default" in kw) or fast(obj, **kw))
+    jsonout._AGAIN_FIRST.clear()
+    for obj in (wide, other, wide, narrow, narrow, other):
+        dumps_event(obj)
+    assert calls == [False, True, False, True, True, False, False]
+    calls.clear()
+    jsonout._AGAIN_FIRST.clear()
+    for obj in (wide, other, wide, narrow):
+        jsonout.JsonWriter(io.TextIOWrapper(io.BytesIO(), encoding="utf-8")).event(obj)
+    assert calls == [False, True, False, True, True]
+    calls.clear()
+    jsonout._AGAIN_FIRST.clear()
+    for i in range(100):  # kinds named by the wire are kept few
+        dumps_event({**wide, "command": f"C{i}"})
+        assert len(jsonout._AGAIN_FIRST) <= 64
+    jsonout._AGAIN_FIRST.clear()
