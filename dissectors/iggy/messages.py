@@ -395,7 +395,8 @@ class MessageField(LazyChildren):
         headers = self._headers
         if plan is None or type(headers) is not int or headers:
             return None
-        return _plain_json(self._raw, self.offset, plan[1].size, plan[3], self._base)
+        read = _json_reader(plan, self._base)
+        return None if read is None else _plain_json(self._raw, self.offset, plan[1].size, read, self._base)
 
     def _build(self) -> list[Field]:
         d, off = self._dialect, self.offset
@@ -431,11 +432,22 @@ class MessageField(LazyChildren):
         return kids
 
 
-def _json_plan(layout: Struct) -> tuple[tuple[str, ...], struct.Struct, int, Callable[[bytes, int], dict[str, Any]]]:
-    """MessageField.json_value's reader of a frame header, from its layout: the field names, one
+#: A V header's deltas -> the absolute value shown after each (its name, and which of a batch's
+#: (base_offset, origin_timestamp) it adds to), as MessageField._build inserts them.
+_ABSOLUTE = {"offset_delta": ("offset", 0), "timestamp_delta": ("origin_timestamp", 1)}
+
+#: What _json_plan gives: the field names, their struct, where the u128's low half is, the reader
+#: of a header's values and the reader with a batch's absolute values (None: no deltas).
+JsonPlan = tuple[tuple[str, ...], struct.Struct, int, Callable[[bytes, int, Any], dict[str, Any]],
+                 Callable[[bytes, int, Any], dict[str, Any]] | None]
+
+
+def _json_plan(layout: Struct) -> JsonPlan:
+    """MessageField.json_value's readers of a frame header, from its layout: the field names, one
     little-endian struct for all of them (a u128 as two u64 halves), where the u128's low half is
     (0: none; a header starts with its u64 checksum), and the header's values as a dict (written
-    out as code: a dict display of the unpacked values costs a third of a dict made with zip)."""
+    out as code: a dict display of the unpacked values costs a third of a dict made with zip),
+    alone and (V) with the absolute values after their deltas."""
     names: list[str] = []
     fmt = "<"
     wide = 0
@@ -449,32 +461,43 @@ def _json_plan(layout: Struct) -> tuple[tuple[str, ...], struct.Struct, int, Cal
             fmt += t._st.format[1:]
         names.append(spec.name)
     st = struct.Struct(fmt)
-    items = ", ".join(f"{name!r}: " + (f"_wide(v[{i}] | v[{i + 1}] << 64)" if wide and i == wide
-                                       else f"v[{i + (bool(wide) and i > wide)}]")
-                      for i, name in enumerate(names))
-    code = f"def read(raw, off, _unpack=_unpack, _wide=_wide):\n    v = _unpack(raw, off)\n    return {{{items}}}\n"
+    alone, based = [], []
+    for i, name in enumerate(names):
+        value = f"_wide(v[{i}] | v[{i + 1}] << 64)" if wide and i == wide else f"v[{i + (bool(wide) and i > wide)}]"
+        alone.append(f"{name!r}: {value}")
+        based.append(alone[-1])
+        if name in _ABSOLUTE:
+            absolute, which = _ABSOLUTE[name]
+            based.append(f"{absolute!r}: b[{which}] + {value}")
+    code = (f"def read(raw, off, b=None, _unpack=_unpack, _wide=_wide):\n    v = _unpack(raw, off)\n"
+            f"    return {{{', '.join(alone)}}}\n"
+            f"def based(raw, off, b, _unpack=_unpack, _wide=_wide):\n    v = _unpack(raw, off)\n"
+            f"    return {{{', '.join(based)}}}\n")
     scope: dict[str, Any] = {"_unpack": st.unpack_from, "_wide": as_wide}
     exec(code, scope)  # noqa: S102 - names and indexes from our own layout table
-    return tuple(names), st, wide, scope["read"]
+    return tuple(names), st, wide, scope["read"], scope["based"] if based != alone else None
 
 
-#: Dialect -> MessageField.json_value's reader of its frame header.
+#: Dialect -> MessageField.json_value's readers of its frame header.
 _JSON_PLAN = {d: _json_plan(layout) for d, layout in FRAME_HEADER.items()}
 assert all(_JSON_PLAN[d][1].size == HEADER_SIZE[d] for d in FRAME_HEADER)
 
 
-def _plain_json(raw: bytes, off: int, hsize: int, read: Callable[[bytes, int], dict[str, Any]],
+def _json_reader(plan: JsonPlan, base: tuple[int, int] | None) -> Callable[[bytes, int, Any], dict[str, Any]] | None:
+    """The reader _plain_json is to use: the header's values alone or (a V batch's message, given
+    its ``base``) with the absolute values after their deltas; None where a base is given to a
+    header without deltas (its tree's way)."""
+    return plan[3] if base is None else plan[4]
+
+
+def _plain_json(raw: bytes, off: int, hsize: int, read: Callable[[bytes, int, Any], dict[str, Any]],
                 base: tuple[int, int] | None) -> dict[str, Any] | None:
-    """The JSON value of the whole Z1/Z2/C/V message at ``off`` from its bytes (the header by its
-    dialect's ``read``), as fields_json makes it of the message's tree; None for one with user
-    headers (or a V one without its delta), whose tree has more to say."""
-    out = read(raw, off)  # u128 halves (low, high) made one value, as UInt128 reads them
+    """The JSON value of the whole Z1/Z2/C/V message at ``off`` from its bytes (the header by the
+    ``read`` _json_reader gives), as fields_json makes it of the message's tree; None for one with
+    user headers, whose tree has more to say."""
+    out = read(raw, off, base)  # u128 halves (low, high) made one value, as UInt128 reads them
     if out["user_headers_length"]:
         return None
-    if base is not None:  # as MessageField._build inserts them: after the delta each is made of
-        if "offset_delta" not in out:
-            return None
-        out = _with_base(out, base)
     p = off + hsize
     plen = out["payload_length"]
     out["payload"] = json_plain(raw[p:p + plen], "payload")
@@ -486,7 +509,7 @@ def _head_plan(d: str) -> tuple[struct.Struct, int, int, int, int]:
     """_frame's reader of dialect ``d``'s frame header: json_value's one struct for all of it, and
     where its values hold the offset (V: offset_delta), user_headers_length, payload_length and the
     reserved u64 that must be 0 (0: none). The checksum is value 0 and the u128 id values 1 and 2."""
-    names, st, wide, _ = _JSON_PLAN[d]
+    names, st, wide, *_ = _JSON_PLAN[d]
     assert names[:2] == ("checksum", "id") and wide == 1
     at = {name: i + (i > wide) for i, name in enumerate(names)}  # the id's high half shifts the rest
     return st, at["offset_delta" if d == "V" else "offset"], at["user_headers_length"], at["payload_length"], \
@@ -495,19 +518,6 @@ def _head_plan(d: str) -> tuple[struct.Struct, int, int, int, int]:
 
 #: Dialect -> _frame's reader of its frame header (one unpack a message).
 _HEAD_PLAN = {d: _head_plan(d) for d in FRAME_HEADER}
-
-
-def _with_base(values: dict[str, Any], base: tuple[int, int]) -> dict[str, Any]:
-    """A V message's values with the absolute offset and origin timestamp after the deltas they
-    are made of (the order of MessageField._build's fields)."""
-    out: dict[str, Any] = {}
-    for name, v in values.items():
-        out[name] = v
-        if name == "offset_delta":
-            out["offset"] = base[0] + v
-        elif name == "timestamp_delta":
-            out["origin_timestamp"] = base[1] + v
-    return out
 
 
 class _MessageLabel:
@@ -810,11 +820,10 @@ class MessagesField(LazyChildren):
             return out
         raw, base = self._raw, self._base
         plan = _JSON_PLAN[self._dialect]
-        hsize = plan[1].size
-        read = plan[3]
+        hsize, read = plan[1].size, _json_reader(plan, base)
         for k, off in enumerate(self._starts):
-            value = _plain_json(raw, off, hsize, read, base)
-            if value is None:  # a message with user headers: its tree's JSON
+            value = None if read is None else _plain_json(raw, off, hsize, read, base)
+            if value is None:  # a message with user headers (or no deltas for its base): its tree's JSON
                 w = _Walk(self._dialect, raw, self._polled)
                 value = field_json(_frame(w, self._first + k, off, self._stop, base)[0], self.name)  # type: ignore[arg-type]
             append(value)
