@@ -22,7 +22,6 @@ from functools import partial
 from typing import Any
 
 from analyzer.api import Connection, Direction, Event, Field, Finding, Frame
-from analyzer.jsonout import leaves_json
 from dissectors.iggy import payloads
 from dissectors.iggy import rules as R
 from dissectors.iggy.commands import (
@@ -31,9 +30,7 @@ from dissectors.iggy.commands import (
     EVICTION_REASONS,
     LOGINS,
     LOGOUT,
-    NON_REPLICATED,
     OPERATIONS,
-    REGISTER,
     REGISTER_REPLY,
     REPLICATED,
     RESULTS,
@@ -51,7 +48,6 @@ from dissectors.iggy.dialects import (
     accepts,
     from_sdk_version,
     order,
-    unpack_version,
     zero_based,
     zero_id,
 )
@@ -59,7 +55,8 @@ from dissectors.iggy.framing import MIDSTREAM_DETECT, REQUEST, RESPONSE, VSR, Ig
 from dissectors.iggy.login import MACHINE
 from dissectors.iggy.messages import polled_info, send_messages_info
 from dissectors.iggy.status import CLIENT_MISTAKES, OK, UNSOLICITED, known, status_name, status_text
-from dissectors.iggy.types import Decoded, wide
+from dissectors.iggy.types import Decoded
+from dissectors.iggy.vheader import header_json, header_leaves, request_has_code, version_text
 from dissectors.kit import Correlator, Piece, plain_state
 from dissectors.kit import state as kit_state
 from dissectors.kit.lazy import QUICK_INFO, Builder, LazyField, LazyFrame
@@ -586,7 +583,7 @@ class IggyConnection(Connection):
         code = OPERATIONS.get(op, ("unknown", None))[1]
         (at196,) = U32.unpack_from(data, 196)
         _reserved(frame, data, _V_REQUEST_PADDING, "padding")
-        if _v_request_code(op, at196):
+        if request_has_code(op, at196):
             code = at196
             _reserved(frame, data, _V_AFTER_CODE, "reserved")
         else:
@@ -715,7 +712,7 @@ class IggyConnection(Connection):
         cv = self.client_version
         if isinstance(server, int) and cv is not None and not accepts(server, cv):
             frame.findings.append(R.PROTOCOL_VERSION(
-                f"client protocol {_ver(cv)} is newer than the server's {_ver(server)}", command=command,
+                f"client protocol {version_text(cv)} is newer than the server's {version_text(server)}", command=command,
                 field="server_protocol_version"))
         # Pairing, login and Info as for every reply; the body is decoded here.
         user = f" user_id={values['user_id']}" if "user_id" in values else ""
@@ -732,10 +729,10 @@ class IggyConnection(Connection):
                                          field="reason"))
         cv = self.client_version
         if reason in VERSION_EVICTIONS or (cv is not None and not accepts(server, cv, minimum)):
-            shown = _ver(cv) if cv is not None else "unknown"
+            shown = version_text(cv) if cv is not None else "unknown"
             frame.findings.append(R.PROTOCOL_VERSION(
-                f"client protocol {shown} is not accepted by a server of protocol {_ver(server)} "
-                f"(minimum {_ver(minimum)})", command="EVICTION", field="server_protocol_version"))
+                f"client protocol {shown} is not accepted by a server of protocol {version_text(server)} "
+                f"(minimum {version_text(minimum)})", command="EVICTION", field="server_protocol_version"))
         # An evicted session gets no more replies.
         if self.pairs is not None:
             self.pairs.clear()
@@ -802,7 +799,7 @@ def _v_clean_command(data: bytes) -> Command | None:
     that payloads.clean_request passes; else None (the request is then decoded at once)."""
     op = data[176]
     (at196,) = U32.unpack_from(data, 196)
-    if _v_request_code(op, at196):
+    if request_has_code(op, at196):
         code, dirty = at196, data[_V_AFTER_CODE] != _V_AFTER_CODE_ZERO
     else:
         code = OPERATIONS.get(op, ("unknown", None))[1]
@@ -918,85 +915,18 @@ def _ms(seconds: float) -> str:
     return f"{ms:.1f} ms" if ms >= 0.1 else f"{ms * 1000:.0f} µs"
 
 
-def _ver(v: int) -> str:
-    major, minor, patch = unpack_version(v)
-    return f"{major}.{minor}.{patch}"
-
-
-#: A V header field as (name, value, offset, size, display): what its Field is made of.
-Leaf = tuple[str, Any, int, int, str | None]
-
-
-def _u128(data: bytes, name: str, at: int) -> Leaf:
-    """A V header's u128 at ``at`` as the schema's U128 reads it (value and display)."""
-    v = wide(int.from_bytes(data[at:at + 16], "little"))
-    return name, v, at, 16, f"{v:#034x}" if v else None
-
-
 def _v_header(data: bytes) -> Field:
     """The 256-byte header (9.1): its fields are made when a view reads them, its JSON without them
-    (both from _v_header_leaves)."""
+    (both from the table in vheader)."""
     vcmd = data[60]
     return LazyField("header", vcmd, 0, 256, partial(_v_header_fields, data), False, V_COMMANDS.get(vcmd, "unknown"),
-                     partial(_v_header_json, data))
+                     partial(header_json, data))
 
 
 def _v_header_fields(data: bytes) -> list[Field]:
-    return [Field(name, value, at, size, display) for name, value, at, size, display in _v_header_leaves(data)]
+    return [Field(name, value, at, size, display) for name, value, at, size, display in header_leaves(data)]
 
 
-def _v_header_json(data: bytes) -> dict[str, Any]:
-    """What analyzer.jsonout.field_json makes of the header's fields (leaves all, named once each)."""
-    return leaves_json(((leaf[0], leaf[1]) for leaf in _v_header_leaves(data)), {})
-
-
-def _v_header_leaves(data: bytes) -> list[Leaf]:
-    """The header's fields as (name, value, offset, size, display): the common prefix, then the
-    command's part."""
-    size, view, release = _SIZE_VIEW_RELEASE.unpack_from(data, 48)
-    vcmd = data[60]
-    kids: list[Leaf] = [
-        _u128(data, "checksum", 0), _u128(data, "checksum_body", 16), _u128(data, "cluster", 32),
-        ("size", size, 48, 4, None), ("view", view, 52, 4, None), ("release", release, 56, 4, None),
-        ("command", vcmd, 60, 1, V_COMMANDS.get(vcmd, "unknown")), ("replica", data[61], 61, 1, None)]
-    if vcmd == V_REQUEST:
-        (number,) = U64.unpack_from(data, 168)
-        op = data[176]
-        (at196,) = U32.unpack_from(data, 196)
-        kids += [
-            _u128(data, "client", 128), _u128(data, "request_checksum", 144),
-            ("timestamp", U64.unpack_from(data, 160)[0], 160, 8, None), ("request", number, 168, 8, None),
-            ("operation", op, 176, 1, OPERATIONS.get(op, ("unknown", None))[0]),
-            ("session", U64.unpack_from(data, 184)[0], 184, 8, None),
-            ("user_id", U32.unpack_from(data, 192)[0], 192, 4, None)]
-        if _v_request_code(op, at196):
-            kids.append(("code", at196, 196, 4, COMMANDS[at196].name if at196 in COMMANDS else "unknown"))
-    elif vcmd == V_REPLY:
-        op = data[208]
-        (status,) = U32.unpack_from(data, 216)
-        kids += [
-            _u128(data, "request_checksum", 128), _u128(data, "context", 144), _u128(data, "client", 160),
-            ("op", U64.unpack_from(data, 176)[0], 176, 8, None), ("commit", U64.unpack_from(data, 184)[0], 184, 8, None),
-            ("timestamp", U64.unpack_from(data, 192)[0], 192, 8, None),
-            ("request", U64.unpack_from(data, 200)[0], 200, 8, None),
-            ("operation", op, 208, 1, OPERATIONS.get(op, ("unknown", None))[0]),
-            ("status", status, 216, 4, status_name(status))]
-    elif vcmd == V_EVICTION:
-        server, minimum = _EVICTION_VERSIONS.unpack_from(data, 144)
-        reason = data[255]
-        kids += [_u128(data, "client", 128),
-                 ("server_protocol_version", server, 144, 4, _ver(server)),
-                 ("server_protocol_version_min", minimum, 148, 4, _ver(minimum)),
-                 ("reason", reason, 255, 1, EVICTION_REASONS.get(reason, "UNKNOWN"))]
-    return kids
-
-
-def _v_request_code(op: int, at196: int) -> bool:
-    """Whether a V request of operation ``op`` carries a command code at 196 (``at196``)."""
-    return op == NON_REPLICATED or (op == REGISTER and at196 in LOGINS)
-
-
-_SIZE_VIEW_RELEASE = struct.Struct("<III")
 
 
 def _span(start: int, end: int) -> tuple[slice, bytes]:
