@@ -227,3 +227,34 @@ def test_clean_v_requests_of_a_findings_only_run_are_decoded_only_if_read() -> N
         assert e._build is not None  # nothing read it yet
         twin = by_offset[e.offset]
         assert (e.info, R.normal([e])) == (twin.info, R.normal([twin]))
+
+
+def test_a_clean_v_send_reply_is_what_its_decode_finds_nothing_wrong_with() -> None:
+    # responses.confirmations_clean tells a findings-only run (and a summary) that a V
+    # SEND_MESSAGES reply's confirmations would decode with nothing to say: exactly then, and its
+    # Info from them is the decode's; the classic dialects' empty answers are never told clean.
+    from dissectors.iggy.responses import confirmations_info, decode_response
+
+    replies: dict[bytes, None] = {}
+    for name in ALL:
+        for rec in R.recordings(str(CAPS / name), "iggy"):
+            for ev in R.events(DISSECTOR, rec):
+                if (isinstance(ev, Frame) and ev.dialect == "V" and ev.command == "SEND_MESSAGES_RESPONSE"
+                        and ev.data and len(ev.data) > 256):
+                    replies[bytes(8) + bytes(ev.data[256:])] = None
+    assert replies
+    two = next(iter(replies))  # and one with two confirmations, one with none
+    replies[two[:8] + (2).to_bytes(4, "little") + two[12:] * 2] = None
+    replies[two[:8] + bytes(4)] = None
+    checked = clean_ones = 0
+    for data in replies:
+        for v in _variants(data):
+            decoded = decode_response(101, "V", v, 8, len(v))
+            want = not decoded.problems
+            assert payloads.clean_response(101, "V", v, 8) == want, v.hex()
+            assert not payloads.clean_response(101, "C", v, 8)
+            if want:
+                assert confirmations_info(v, 8) == decoded.info == payloads.clean_response_info(101, v, 8), v.hex()
+            checked += 1
+            clean_ones += want
+    assert checked > 500 and clean_ones > 50, (checked, clean_ones)

@@ -53,7 +53,7 @@ from dissectors.iggy.dialects import (
 )
 from dissectors.iggy.framing import MIDSTREAM_DETECT, REQUEST, RESPONSE, VSR, IggyFramer, detect
 from dissectors.iggy.login import MACHINE
-from dissectors.iggy.messages import polled_info, send_messages_info
+from dissectors.iggy.messages import send_messages_info
 from dissectors.iggy.status import CLIENT_MISTAKES, OK, UNSOLICITED, known, status_name, status_text
 from dissectors.iggy.types import Decoded
 from dissectors.iggy.vheader import header_json, header_leaves, request_has_code, version_text
@@ -453,13 +453,13 @@ class IggyConnection(Connection):
     def _lazy_answer(self, piece: Piece, ts: float, pending: list[Any], start: int, suffix: str,
                      build: Builder) -> Frame:
         """The frame _answer makes of an OK response (V: reply) to ``pending`` whose payload from
-        ``start`` payloads.clean_response passed, lazy: its Info line now, from the answer's count
-        (messages.polled_info), its Fields only if a view reads them (``build``:
+        ``start`` payloads.clean_response passed, lazy: its Info line now, from a few of its values
+        (payloads.clean_response_info), its Fields only if a view reads them (``build``:
         _clean_response_fields, _v_clean_reply_fields)."""
         data = piece.data
         name, code = pending[0], pending[3][0]
         dt = ts - pending[2]
-        info = _answer_info(name, OK, polled_info(data, start), suffix, dt)
+        info = _answer_info(name, OK, payloads.clean_response_info(code, data, start), suffix, dt)
         frame = LazyFrame(S2C, piece.offset, len(data), f"{name}_RESPONSE", code, [], data, build,
                           (self.cands[0], dt, name), info)
         frame.request = pending[1]

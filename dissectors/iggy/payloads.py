@@ -12,8 +12,8 @@ from typing import Any
 from analyzer.api import Field
 from dissectors.iggy.commands import SEND_PAYLOAD, Command
 from dissectors.iggy.ends import CLEAN_END, INFO_ITEM
-from dissectors.iggy.messages import decode_send_messages, polled_clean, send_messages_clean
-from dissectors.iggy.responses import decode_response
+from dissectors.iggy.messages import decode_send_messages, polled_clean, polled_info, send_messages_clean
+from dissectors.iggy.responses import confirmations_clean, confirmations_info, decode_response
 from dissectors.iggy.types import MARKS, Decoded, problems_of
 from dissectors.schema import DecodeError, Struct
 
@@ -137,5 +137,13 @@ def info_items(layout: Struct, data: bytes, start: int, names: frozenset[str]) -
 
 def clean_response(code: int, dialect: str, data: bytes, start: int) -> bool:
     """Whether response(code, dialect, data, start) would have no problem, told without making its
-    Fields: a poll's answer (messages.polled_clean); False for every other (the caller decodes)."""
-    return code == 100 and polled_clean(dialect, data, start)
+    Fields: a poll's answer (messages.polled_clean), a V send's confirmations
+    (responses.confirmations_clean); False for every other (the caller decodes)."""
+    if code == 100:
+        return polled_clean(dialect, data, start)
+    return code == 101 and dialect == "V" and confirmations_clean(data, start)
+
+
+def clean_response_info(code: int, data: bytes, start: int) -> str:
+    """The Info response(code, ...) gives a payload clean_response passed, from its few values."""
+    return polled_info(data, start) if code == 100 else confirmations_info(data, start)
