@@ -927,8 +927,6 @@ def _v_header_fields(data: bytes) -> list[Field]:
     return [Field(name, value, at, size, display) for name, value, at, size, display in header_leaves(data)]
 
 
-
-
 def _span(start: int, end: int) -> tuple[slice, bytes]:
     return slice(start, end), bytes(end - start)
 
