@@ -184,25 +184,6 @@ PARTITION_V = S(*PARTITION.fields, F("incarnation", U64), F("owner_generation", 
 SEND_CONFIRMATIONS = S(F("confirmations", Array("<I", S(F("stream_id", U32), F("topic_id", U32),
                                                           F("partition_id", U32), F("base_offset", U64),
                                                           doc="SendConfirmation"))), doc="SendMessagesResponse (V)")
-#: One SendConfirmation as confirmations_clean and confirmations_info read it.
-_CONFIRMATION = struct.Struct("<IIIQ")
-assert _CONFIRMATION.format == "<" + "".join(f.type._st.format[1:] for f in SEND_CONFIRMATIONS.fields[0].type.element.fields)
-
-
-def confirmations_clean(buf: bytes, start: int) -> bool:
-    """Whether decode_response(101, "V", buf, start, len(buf)) would find nothing wrong, told without
-    its Fields: a count, then exactly that many confirmations (a findings-only run's test of a V
-    send's reply, each one a frame)."""
-    n = len(buf) - start
-    return n >= 4 and n == 4 + _CONFIRMATION.size * int.from_bytes(buf[start:start + 4], "little")
-
-
-def confirmations_info(buf: bytes, start: int) -> str:
-    """The Info decode_response gives a clean V send's reply (confirmations_clean): each
-    confirmation's partition and base offset."""
-    return " ".join(f"partition={p} base_offset={b}" for _, _, p, b in _CONFIRMATION.iter_unpack(buf[start + 4:]))
-
-
 CONSUMER_OFFSET = S(F("partition_id", U32), F("current_offset", U64), F("stored_offset", U64), doc="ConsumerOffset")
 #: GroupHeader with its name (0.0.30 on), and before.
 GROUP_HEADERS = (
@@ -521,6 +502,25 @@ def _info(command: int, fields: Sequence[Field], info: str) -> str:
         f = v.get("archive")
         return f"archive {f.size if f is not None else 0} bytes"
     return ""
+
+
+#: One SendConfirmation as confirmations_clean and confirmations_info read it.
+_CONFIRMATION = struct.Struct("<IIIQ")
+assert _CONFIRMATION.format == "<" + "".join(f.type._st.format[1:] for f in SEND_CONFIRMATIONS.fields[0].type.element.fields)
+
+
+def confirmations_clean(buf: bytes, start: int) -> bool:
+    """Whether decode_response(101, "V", buf, start, len(buf)) would find nothing wrong, told without
+    its Fields: a count, then exactly that many confirmations (a findings-only run's test of a V
+    send's reply, each one a frame)."""
+    n = len(buf) - start
+    return n >= 4 and n == 4 + _CONFIRMATION.size * int.from_bytes(buf[start:start + 4], "little")
+
+
+def confirmations_info(buf: bytes, start: int) -> str:
+    """The Info decode_response gives a clean V send's reply (confirmations_clean): each
+    confirmation's partition and base offset."""
+    return " ".join(f"partition={p} base_offset={b}" for _, _, p, b in _CONFIRMATION.iter_unpack(buf[start + 4:]))
 
 
 _NOT_FOUND = "empty (not found)"
