@@ -138,6 +138,11 @@ def wide(v: int) -> int:
     return WideInt(v) if v > U64_MAX or v < I64_MIN else v
 
 
+def u128_display(v: int) -> str | None:
+    """How a u128 is shown: 32 hex digits, none for 0."""
+    return f"{v:#034x}" if v else None
+
+
 class UInt128(WireType):
     """A 16-byte little-endian unsigned integer (message ids, V checksums)."""
 
@@ -148,7 +153,7 @@ class UInt128(WireType):
         if off + 16 > end:
             raise DecodeError(f"{name}: needs 16 bytes, {max(end - off, 0)} left", off)
         v = wide(int.from_bytes(buf[off:off + 16], "little"))
-        return Field(name, v, off, 16, f"{v:#034x}" if v else None), off + 16
+        return Field(name, v, off, 16, u128_display(v)), off + 16
 
     def write(self, value: Any) -> bytes:
         return int(value).to_bytes(16, "little")

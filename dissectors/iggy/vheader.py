@@ -23,7 +23,7 @@ from dissectors.iggy.commands import (
 )
 from dissectors.iggy.dialects import unpack_version
 from dissectors.iggy.status import status_name
-from dissectors.iggy.types import wide
+from dissectors.iggy.types import u128_display, wide
 
 HEADER_SIZE = 256
 
@@ -39,12 +39,12 @@ def request_has_code(op: int, at196: int) -> bool:
     return op == NON_REPLICATED or (op == REGISTER and at196 in LOGINS)
 
 
-def _u128_display(v: int) -> str | None:
-    return f"{v:#034x}" if v else None  # as the schema's U128 shows one
-
-
 def _command_name(v: int) -> str:
     return COMMANDS[v].name if v in COMMANDS else "unknown"
+
+
+def _operation_name(v: int) -> str:
+    return OPERATIONS.get(v, ("unknown", None))[0]
 
 
 #: A header field: (name, wire type, offset, display of its value or None).
@@ -55,26 +55,26 @@ _SIZE = {"u8": 1, "u32": 4, "u64": 8, "u128": 16}
 
 #: What every command's header starts with.
 COMMON: tuple[Spec, ...] = (
-    ("checksum", "u128", 0, _u128_display), ("checksum_body", "u128", 16, _u128_display),
-    ("cluster", "u128", 32, _u128_display), ("size", "u32", 48, None), ("view", "u32", 52, None),
+    ("checksum", "u128", 0, u128_display), ("checksum_body", "u128", 16, u128_display),
+    ("cluster", "u128", 32, u128_display), ("size", "u32", 48, None), ("view", "u32", 52, None),
     ("release", "u32", 56, None), ("command", "u8", 60, lambda v: V_COMMANDS.get(v, "unknown")),
     ("replica", "u8", 61, None))
 
 #: Each command's part after the prefix (a command not here has none).
 PARTS: dict[int, tuple[Spec, ...]] = {
     V_REQUEST: (
-        ("client", "u128", 128, _u128_display), ("request_checksum", "u128", 144, _u128_display),
+        ("client", "u128", 128, u128_display), ("request_checksum", "u128", 144, u128_display),
         ("timestamp", "u64", 160, None), ("request", "u64", 168, None),
-        ("operation", "u8", 176, lambda v: OPERATIONS.get(v, ("unknown", None))[0]),
+        ("operation", "u8", 176, _operation_name),
         ("session", "u64", 184, None), ("user_id", "u32", 192, None), ("code", "u32", 196, _command_name)),
     V_REPLY: (
-        ("request_checksum", "u128", 128, _u128_display), ("context", "u128", 144, _u128_display),
-        ("client", "u128", 160, _u128_display), ("op", "u64", 176, None), ("commit", "u64", 184, None),
+        ("request_checksum", "u128", 128, u128_display), ("context", "u128", 144, u128_display),
+        ("client", "u128", 160, u128_display), ("op", "u64", 176, None), ("commit", "u64", 184, None),
         ("timestamp", "u64", 192, None), ("request", "u64", 200, None),
-        ("operation", "u8", 208, lambda v: OPERATIONS.get(v, ("unknown", None))[0]),
+        ("operation", "u8", 208, _operation_name),
         ("status", "u32", 216, status_name)),
     V_EVICTION: (
-        ("client", "u128", 128, _u128_display), ("server_protocol_version", "u32", 144, version_text),
+        ("client", "u128", 128, u128_display), ("server_protocol_version", "u32", 144, version_text),
         ("server_protocol_version_min", "u32", 148, version_text),
         ("reason", "u8", 255, lambda v: EVICTION_REASONS.get(v, "UNKNOWN"))),
 }
@@ -117,8 +117,8 @@ def _reader(command: int | None) -> Callable[[bytes], dict[str, Any]]:
 
 
 #: Command byte -> its header's reader, made when a header of it is first read (a findings-only run
-#: reads none: making them at import cost it 0.4 %).
-_READERS: dict[int, Callable[[bytes], dict[str, Any]]] = {}
+#: reads none: making them at import cost it 0.4 %); the commands without a part share one (None).
+_READERS: dict[int | None, Callable[[bytes], dict[str, Any]]] = {}
 #: Command -> the header's fields by name: (offset, size, display).
 _WHERE = {command: {name: (offset, _SIZE[kind], display)
                     for name, kind, offset, display in COMMON + PARTS.get(command, ())}  # type: ignore[arg-type]
@@ -127,9 +127,12 @@ _WHERE = {command: {name: (offset, _SIZE[kind], display)
 
 def header_json(data: bytes) -> dict[str, Any]:
     """The header's JSON: the values of its fields by name, in wire order (the JSON its fields make)."""
-    read = _READERS.get(data[60])
+    command = data[60]
+    read = _READERS.get(command)
     if read is None:
-        read = _READERS[data[60]] = _reader(data[60] if data[60] in PARTS else None)
+        key = command if command in PARTS else None
+        read = _READERS[command] = _READERS.get(key) or _reader(key)
+        _READERS[key] = read
     return read(data)
 
 
