@@ -1,4 +1,4 @@
-"""A stream message's JSON made without its field tree (amqp.message_json, RecordField.json_value)
+"""A stream message's JSON made without its field tree (amqp_json.message_json, RecordField.json_value)
 is the JSON of the tree (fields_json of message_fields / of the record's children): the same text,
 and the same values cut by --max-value-size, in the same order. On every message of every
 RabbitMQ Stream capture, and on random messages of every section and value kind."""
@@ -18,7 +18,7 @@ from analyzer.api import Field, Frame
 from analyzer.engine import Analyzer
 from analyzer.jsonout import field_json, fields_json, set_max_value
 from analyzer.registry import load_dissectors
-from dissectors.rabbitmq_stream import amqp
+from dissectors.rabbitmq_stream import amqp, amqp_json
 from dissectors.rabbitmq_stream.amqp import Described, Symbol, Timestamp, encode_value
 from dissectors.rabbitmq_stream.chunk import RecordField
 from tests.jsoncheck import nodes, with_cuts
@@ -80,10 +80,13 @@ def _json_is_the_trees(buf: bytes) -> list[Field] | None:
     """Asserts that message_json of the message in ``buf`` is the JSON of its tree (text and cuts,
     under the limit set), or None where the tree is none; gives back the tree."""
     tree = amqp.message_fields(buf, 0, len(buf), 0)
-    direct = amqp.message_json(buf, 0, len(buf))
+    direct = amqp_json.message_json(buf, 0, len(buf))
     assert (tree is None) == (direct is None)
     if tree is not None:
-        assert with_cuts(lambda: amqp.message_json(buf, 0, len(buf))) == with_cuts(lambda: fields_json(tree))
+        assert with_cuts(lambda: amqp_json.message_json(buf, 0, len(buf))) == with_cuts(lambda: fields_json(tree))
+    # In a buffer that is no bytes (the compiled loops take bytes alone), between other bytes.
+    framed = memoryview(b"\xff" * 3 + buf + b"\xee")
+    assert amqp_json.message_json(framed, 3, 3 + len(buf)) == direct
     return tree
 
 
@@ -114,7 +117,7 @@ def test_keys_alike_as_text_and_repeated_sections_take_the_trees_way():
     want = fields_json(tree)
     assert want["application_properties"] == {"1": ["int", "text"]}
     assert want["header"] == [{"durable": True}, {"durable": False}] and want["data"] == ["a", "b"]
-    assert amqp.message_json(buf, 0, len(buf)) == want
+    assert amqp_json.message_json(buf, 0, len(buf)) == want
     assert math.isnan(amqp.decode_value(encode_value(math.nan), 0, 9)[0])  # the encoder writes NaN as it is
 
 
@@ -207,7 +210,7 @@ def test_sub_batch_records_json_in_one_loop_is_the_trees():
 
 def test_the_usual_message_in_one_pass():
     """A message whose sections are all remembered but its short data is made in one pass
-    (amqp._usual_message_json) once its other sections were seen: the same dict, in the same
+    (amqp_json.usual_message_json) once its other sections were seen: the same dict, in the same
     order, as the general way and the tree, repeated sections included."""
     shapes = [[(0x74, {"batch": 1}), (0x75, b'{"n": 1}')],
               [(0x73, ["id", None, b"to"]), (0x74, {"k": "v"}), (0x75, b"a"), (0x75, b"\xff\xfe")],
@@ -222,13 +225,13 @@ def test_the_usual_message_in_one_pass():
                 buf = _message(sections)
                 tree = amqp.message_fields(buf, 0, len(buf), 0)
                 assert tree is not None
-                first = with_cuts(lambda b=buf: amqp.message_json(b, 0, len(b)))  # remembers its sections
-                usual = amqp._usual_message_json(buf, 0, len(buf))
+                first = with_cuts(lambda b=buf: amqp_json.message_json(b, 0, len(b)))  # remembers its sections
+                usual = amqp_json.usual_message_json(buf, 0, len(buf))
                 # Not with a limit that could cut a remembered section (every one here is over 3 bytes).
                 others = any(code != 0x75 for code, _ in sections)
                 repeated = sections[:2] == [(0x74, {"a": 1})] * 2
                 assert (usual is None) == (limit > 0 and others or repeated), sections
-                again = with_cuts(lambda b=buf: amqp.message_json(b, 0, len(b)))
+                again = with_cuts(lambda b=buf: amqp_json.message_json(b, 0, len(b)))
                 assert first == again == with_cuts(lambda t=tree: fields_json(t)), sections
         finally:
             set_max_value(jsonout.MAX_VALUE)
@@ -260,7 +263,7 @@ def _record_bytes(prefix: int, body: bytes, shape: str) -> bytes:
        st.sampled_from([0, 4, 1 << 20]))
 def test_records_like_the_one_before_give_the_same_json(records: list[tuple[int, bytes, str]], limit: int):
     """A sub-batch's records that repeat the bytes before their body (a producer's batch) get their
-    JSON from the record before (amqp.like_json): the same text and cuts as the records' JSON one
+    JSON from the record before (amqp_json.like_json): the same text and cuts as the records' JSON one
     by one, whatever follows (another prefix, a section after the data, two data sections, a long
     data section, an amqp-value section in its place, a body holding a data section's header)."""
     from dissectors.rabbitmq_stream import chunk
@@ -283,28 +286,28 @@ def test_like_json_takes_only_messages_like_the_one_before():
     and like_json refuses any message whose bytes before its body differ or whose data section is
     not the last, the only one or short."""
     usual = _record_bytes(1, b"abc", "usual")
-    amqp.message_json(usual, 0, len(usual))  # the general way remembers its sections, as in a run
+    amqp_json.message_json(usual, 0, len(usual))  # the general way remembers its sections, as in a run
     data_at: list[int] = []
-    sections = amqp._usual_message_json(usual, 0, len(usual), data_at)
-    like = amqp.like_of(usual, 0, len(usual), sections, data_at)
+    sections = amqp_json.usual_message_json(usual, 0, len(usual), data_at)
+    like = amqp_json.like_of(usual, 0, len(usual), sections, data_at)
     assert like == (_PREFIXES[1] + b"\x00\x53\x75\xa0", {"application_properties": {"batch": 0}})
     other = _record_bytes(1, b"de", "usual")
-    assert amqp.like_json(other, 0, len(other), like) == amqp.message_json(other, 0, len(other))
+    assert amqp_json.like_json(other, 0, len(other), like) == amqp_json.message_json(other, 0, len(other))
     for prefix, shape in ((2, "usual"), (1, "footer"), (1, "two data"), (1, "long data"), (0, "usual"),
                           (1, "value")):
         m = _record_bytes(prefix, b"de", shape)
-        assert amqp.like_json(m, 0, len(m), like) is None, shape
+        assert amqp_json.like_json(m, 0, len(m), like) is None, shape
     for shape in ("footer", "two data"):
         m = _record_bytes(1, b"de", shape)
-        amqp.message_json(m, 0, len(m))
+        amqp_json.message_json(m, 0, len(m))
         at: list[int] = []
-        got = amqp._usual_message_json(m, 0, len(m), at)
-        assert got is not None and amqp.like_of(m, 0, len(m), got, at) is None, shape
+        got = amqp_json.usual_message_json(m, 0, len(m), at)
+        assert got is not None and amqp_json.like_of(m, 0, len(m), got, at) is None, shape
 
 
 # Application properties as a map8 (0xC1), the way rstream and rbfly send them, built byte by byte:
 # the encoder above writes maps as map32. Text keys with every value constructor
-# amqp._flat_map_json reads; a twist puts in what it leaves to the general decode (a key that is no
+# amqp_json.flat_map_json reads; a twist puts in what it leaves to the general decode (a key that is no
 # UTF-8 str8 or comes twice, a value of another kind) and a damage breaks the map's framing.
 _FLAT_VALUES = st.one_of(
     st.sampled_from([b"\x40", b"\x41", b"\x42", b"\x43", b"\x44", b"\x56\x00", b"\x56\x01", b"\x56\x07"]),
@@ -329,7 +332,7 @@ _TWISTS = {"key not utf-8": (b"\xa1\x02\xff\xfe", None), "key a symbol": (b"\xa3
        st.binary(max_size=6), st.sampled_from([0, 4, 1 << 20]))
 def test_map8_application_properties(pairs: list[tuple[bytes, bytes]], twist: str, damage: str, body: bytes,
                                      limit: int):
-    """A message with map8 application properties: its JSON made in one loop (amqp._flat_map_json)
+    """A message with map8 application properties: its JSON made in one loop (amqp_json.flat_map_json)
     is the tree's; the usual ones (text keys once, text, integer, boolean and null values) take
     that loop, and no other does."""
     if pairs and twist != "none":
@@ -351,7 +354,7 @@ def test_map8_application_properties(pairs: list[tuple[bytes, bytes]], twist: st
         section = section[:-1]
     buf = section + b"\x00\x53\x75" + encode_value(body)
     usual = damage == "as is" and twist == "none" and len(entries) + 1 < 256
-    assert (amqp._flat_map_json(buf, 3, len(section)) is not None) == usual, (pairs, twist, damage)
+    assert (amqp_json.flat_map_json(buf, 3, len(section)) is not None) == usual, (pairs, twist, damage)
     # Forgotten first: an example's section decoded by the general way (under a limit) would be
     # remembered, and a later example with the same bytes would not take the loop.
     amqp._JSON_SEEN.clear()
@@ -373,4 +376,4 @@ def test_map8_application_properties_cut_anywhere():
             amqp._JSON_SEEN.clear()
             _json_is_the_trees(buf)
     buf = b"\x00\x53\x74\xc1\x00"  # a size octet of 0, the count octet missing
-    assert amqp.message_json(buf, 0, len(buf)) is None and amqp.message_fields(buf, 0, len(buf), 0) is None
+    assert amqp_json.message_json(buf, 0, len(buf)) is None and amqp.message_fields(buf, 0, len(buf), 0) is None

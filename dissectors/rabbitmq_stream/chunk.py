@@ -19,7 +19,7 @@ from analyzer.jsonout import field_json, fields_json
 from dissectors.kit import inflate
 from dissectors.kit.lazy import BASE_CHILDREN, LazyChildren, LazyField
 from dissectors.kit.memo import OctetMemo, remember
-from dissectors.rabbitmq_stream import amqp
+from dissectors.rabbitmq_stream import amqp, amqp_json
 
 #: Magic/version, chunk type, entries, records, timestamp, epoch, first offset, CRC, data length,
 #: trailer length, Bloom size, 3 reserved bytes = 48 bytes.
@@ -126,7 +126,7 @@ class RecordField(LazyChildren):
         if BASE_CHILDREN.__get__(self) is not None:
             return None
         at, n = self._at, self._len
-        sections = amqp.message_json(self._buf, at, at + n)
+        sections = amqp_json.message_json(self._buf, at, at + n)
         if sections is None:
             return None
         value = self.value
@@ -187,32 +187,11 @@ class RecordsField(LazyChildren):
         for a record that is no AMQP 1.0 message); None once the records are built."""
         if BASE_CHILDREN.__get__(self) is not None:
             return None
-        data, first = self._data, self._first
-        usual, general, like_json = amqp._usual_message_json, amqp.general_message_json, amqp.like_json
-        unpack = U32.unpack_from
-        out: list[Any] = []
-        append = out.append
-        pos = self._start
-        like: amqp.Like | None = None  # the last usual message's bytes before its data, and their JSON
-        for i in range(self.value):
-            (n,) = unpack(data, pos)
-            at = pos + 4
-            pos = at + n
-            sections = like_json(data, at, pos, like) if like is not None else None
-            if sections is None:
-                data_at: list[int] = []
-                sections = usual(data, at, pos, data_at)  # message_json's two ways, taken here one by one
-                if sections is not None:
-                    like = amqp.like_of(data, at, pos, sections, data_at)
-                else:
-                    sections = general(data, at, pos)
-            if sections is None:  # the tree's way, for this record alone
-                append(field_json(self._record(i, at - 4, n), "records"))
-            elif first is None:
-                append({"length": n, "amqp": sections})
-            else:
-                append({"offset": first + i, "length": n, "amqp": sections})
-        return out
+        data = self._data
+        if type(data) is not bytes:  # (a frame's bytes or a decompressed sub-batch: never seen)
+            data = bytes(data)
+        return amqp_json.records_json(data, self._start, self.value, self._first,
+                                      lambda i, pos, n: field_json(self._record(i, pos, n), "records"))
 
 
 class ChunkProblem:
