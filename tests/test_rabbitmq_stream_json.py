@@ -281,6 +281,53 @@ def test_records_like_the_one_before_give_the_same_json(records: list[tuple[int,
         set_max_value(jsonout.MAX_VALUE)
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, len(_PREFIXES) - 1), _BODIES,
+                          st.sampled_from(["usual", "usual", "usual", "footer", "two data", "long data", "value",
+                                           "no amqp"])),
+                min_size=1, max_size=12),
+       st.sampled_from([0, 4, 1 << 20]), st.sampled_from(["simple", "sub-batch first", "sub-batch later", "draft"]))
+def test_publish_of_simple_messages_is_lazy_and_alike(records: list[tuple[int, bytes, str]], limit: int, kind: str):
+    """A v1 Publish of simple messages alone (a producer sending one by one) is a lazy list: its
+    entries when read are the tree read at once (PublishEntries.read's ``whole``), and its JSON
+    from the bytes (amqp_json.records_json) is the text and cuts of theirs one by one. A sub-batch
+    among the entries or the draft's layout reads them at once; cut short anywhere, the lazy way
+    says what the whole one says."""
+    from dissectors.kit.lazy import LazyField
+    from dissectors.rabbitmq_stream.layouts import PublishEntries
+    from dissectors.schema import DecodeError
+
+    raw_msgs = [b"not AMQP 1.0" + b if shape == "no amqp" else _record_bytes(p, b, shape) for p, b, shape in records]
+    entries = [{"publishing_id": 7 + i, "message": m} for i, m in enumerate(raw_msgs)]
+    if kind == "sub-batch first":
+        entries.insert(0, {"publishing_id": 1, "sub_batch": raw_msgs[:2], "compression": 0})
+    elif kind == "sub-batch later":
+        entries.append({"publishing_id": 99, "sub_batch": raw_msgs[:2], "compression": 0})
+    layout = PublishEntries(1, draft=kind == "draft")
+    data = b"\x09" + layout.write(entries)
+    lazy, end = layout.read("messages", memoryview(data), 1, len(data))
+    whole, whole_end = layout.read("messages", memoryview(data), 1, len(data), None, True)
+    assert isinstance(lazy, LazyField) == (kind == "simple") and not isinstance(whole, LazyField)
+    assert end == whole_end == len(data) and _tree(lazy) == _tree(whole)
+    set_max_value(limit)
+    try:
+        fresh, _ = layout.read("messages", memoryview(data), 1, len(data))
+        assert with_cuts(lambda: field_json(fresh, "messages")) == \
+            with_cuts(lambda: [fields_json(_fresh(r).children) if isinstance(r, RecordField) else field_json(r)
+                               for r in whole.children])
+    finally:
+        set_max_value(jsonout.MAX_VALUE)
+    for stop in range(1, len(data)):
+        got: list[Any] = []
+        for whole_now in (False, True):
+            try:  # the error, when there is one, when read (a lazy list read later must not have one)
+                got.append(layout.read("messages", memoryview(data[:stop]), 1, stop, None, whole_now))
+            except DecodeError as exc:
+                got.append(str(exc))
+        assert [g if isinstance(g, str) else (_tree(g[0]), g[1]) for g in got] == \
+            [got[1] if isinstance(got[1], str) else (_tree(got[1][0]), got[1][1])] * 2, stop
+
+
 def test_like_json_takes_only_messages_like_the_one_before():
     """like_of keeps what like_json needs of a message that ends with its one short data section,
     and like_json refuses any message whose bytes before its body differ or whose data section is

@@ -33,6 +33,8 @@ from dissectors.rabbitmq_stream.amqp import (
     general_message_json,
 )
 
+_U64 = struct.Struct(">Q")
+
 #: A message's bytes before its one data section's length octet (the section's header, 00 53 75
 #: A0, included), which ends it, and the JSON of its sections before that data (see :func:`like_of`).
 Like = tuple[bytes, dict[str, Any]]
@@ -49,15 +51,20 @@ def message_json(buf: bytes | memoryview, off: int, end: int) -> dict[str, Any] 
 
 
 def records_json(data: bytes, pos: int, count: int, first: int | None,
-                 tree: Callable[[int, int, int], Any]) -> list[Any]:
-    """The JSON of ``count`` records from ``pos`` in ``data`` (each a length and a message; offsets
-    ``first`` + i, or none in a Publish): each message's by message_json's two ways, one after the
-    other, or by like_json from the usual one before it; ``tree(i, position, length)``: a record's
-    JSON by its tree, for a message that is no AMQP 1.0 one."""
+                 tree: Callable[[int, int, int], Any], published: bool = False) -> list[Any]:
+    """The JSON of ``count`` records from ``pos`` in ``data``, each a length and a message (offsets
+    ``first`` + i, or none), or with ``published`` a Publish's simple messages, each a publishing
+    id before them: each message's by message_json's two ways, one after the other, or by
+    like_json from the usual one before it; ``tree(i, position of its length, length)``: a
+    record's JSON by its tree, for a message that is no AMQP 1.0 one."""
     unpack = _U32.unpack_from
     out: list[Any] = []
     like: Like | None = None  # the last usual message's bytes before its data, and their JSON
+    pid = 0
     for i in range(count):
+        if published:
+            pid = _U64.unpack_from(data, pos)[0]
+            pos += 8
         n: int = unpack(data, pos)[0]
         at = pos + 4
         pos = at + n
@@ -71,6 +78,8 @@ def records_json(data: bytes, pos: int, count: int, first: int | None,
                 sections = general_message_json(data, at, pos)
         if sections is None:
             out.append(tree(i, at - 4, n))
+        elif published:
+            out.append({"publishing_id": pid, "length": n, "amqp": sections})
         elif first is None:
             out.append({"length": n, "amqp": sections})
         else:

@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from analyzer.api import Field
+from analyzer.jsonout import field_json
+from dissectors.kit.lazy import LazyField
+from dissectors.rabbitmq_stream import amqp_json
 from dissectors.rabbitmq_stream import chunk as ch
 from dissectors.rabbitmq_stream.wire import (
     BYTES,
@@ -55,9 +58,24 @@ class PublishEntries(WireType):
                     "[PublishingId u64, (FilterValue string,) message]" if version == 2 else
                     "[PublishingId u64, message | sub-batch]")
 
-    def read(self, name: str, buf: memoryview, off: int, end: int, spec: F | None = None) -> tuple[Field, int]:
+    def read(self, name: str, buf: memoryview, off: int, end: int, spec: F | None = None,
+             whole: bool = False) -> tuple[Field, int]:
+        """The entries as a list field; simple messages alone (a producer sending one by one) as a
+        lazy one, unless ``whole``: the list made when a view looks inside, its JSON from the
+        bytes (a Publish carries thousands)."""
         raw: bytes = buf.obj if isinstance(buf.obj, bytes) else bytes(buf)  # type: ignore[assignment]
         start = off
+        if (not whole and not self.draft and self.version == 1 and off + 16 <= end
+                and not raw[off + 12] & 0x80):  # (the first entry is no sub-batch)
+            stop = _simple_messages_end(raw, off, end)
+            if stop >= 0:
+                count = _COUNT.unpack_from(raw, off)[0]
+                lazy = LazyField(name, count, start, stop - start,
+                                 lambda: self.read(name, memoryview(raw), start, end, None, True)[0].children or [])
+                # A message that is no AMQP 1.0 one: its JSON by its tree, the list's element.
+                lazy._json = lambda: amqp_json.records_json(raw, start + 4, count, None,
+                                                            lambda i, _at, _n: field_json((lazy.children or [])[i], name), True)
+                return lazy, stop
         if off + 4 > end:
             raise DecodeError(f"{name}: count needs 4 bytes, {max(end - off, 0)} left", off)
         (count,) = struct.unpack_from(">i" if self.draft else ">I", raw, off)
@@ -145,6 +163,24 @@ class PublishEntries(WireType):
                 parts.append(STRING.write(m.get("filter_value")))
             parts.append(ch.simple_entry(bytes(m["message"])))
         return b"".join(parts)
+
+
+def _simple_messages_end(raw: bytes, off: int, end: int) -> int:
+    """Where the entries from ``off`` (their count first) end when each is a simple message
+    (today's protocol, version 1) that :meth:`PublishEntries.read` reads without a word; -1 for
+    any other (a sub-batch, or what read says is wrong)."""
+    if off + 4 > end:
+        return -1
+    unpack = _COUNT.unpack_from
+    (count,) = unpack(raw, off)
+    off += 4
+    for _ in range(count):  # each entry takes 12 bytes or more: at most the frame's size / 12 turns
+        if off + 12 > end or raw[off + 8] & 0x80:
+            return -1
+        off += 12 + unpack(raw, off + 8)[0]
+        if off > end:
+            return -1
+    return off
 
 
 class DeliverChunk(WireType):
