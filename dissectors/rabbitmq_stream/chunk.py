@@ -188,7 +188,7 @@ class RecordsField(LazyChildren):
         if BASE_CHILDREN.__get__(self) is not None:
             return None
         data = self._data
-        if type(data) is not bytes:  # (a frame's bytes or a decompressed sub-batch: never seen)
+        if type(data) is not bytes:  # records_json takes bytes (compiled); none other is met here
             data = bytes(data)
         return amqp_json.records_json(data, self._start, self.value, self._first,
                                       lambda i, pos, n: field_json(self._record(i, pos, n), "records"))

@@ -65,16 +65,19 @@ class PublishEntries(WireType):
         bytes (a Publish carries thousands)."""
         raw: bytes = buf.obj if isinstance(buf.obj, bytes) else bytes(buf)  # type: ignore[assignment]
         start = off
+        # (The first entry's length octet tells a Publish of sub-batches, the other usual one,
+        # without the scan's call.)
         if (not whole and not self.draft and self.version == 1 and off + 16 <= end
-                and not raw[off + 12] & 0x80):  # (the first entry is no sub-batch)
+                and not raw[off + 12] & 0x80):
             stop = _simple_messages_end(raw, off, end)
             if stop >= 0:
                 count = _COUNT.unpack_from(raw, off)[0]
-                lazy = LazyField(name, count, start, stop - start,
-                                 lambda: self.read(name, memoryview(raw), start, end, None, True)[0].children or [])
                 # A message that is no AMQP 1.0 one: its JSON by its tree, the list's element.
-                lazy._json = lambda: amqp_json.records_json(raw, start + 4, count, None,
-                                                            lambda i, _at, _n: field_json((lazy.children or [])[i], name), True)
+                lazy = LazyField(name, count, start, stop - start,
+                                 lambda: self.read(name, memoryview(raw), start, end, None, True)[0].children or [],
+                                 json=lambda: amqp_json.records_json(
+                                     raw, start + 4, count, None,
+                                     lambda i, _at, _n: field_json((lazy.children or [])[i], name), True))
                 return lazy, stop
         if off + 4 > end:
             raise DecodeError(f"{name}: count needs 4 bytes, {max(end - off, 0)} left", off)
