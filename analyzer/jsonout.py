@@ -17,11 +17,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import IO, Any
 
 from analyzer.api import Field, Finding, Frame
+from analyzer.bytevalue import CUT, LIMIT, bytes_json, cut
+from analyzer.bytevalue import MAX_VALUE as MAX_VALUE  # the default of --max-value-size, where it was
 from analyzer.linking import Links
-from analyzer.textsafe import json_text, printable
-
-#: Bytes of one field value written by default; 0: no limit (``--max-value-size``).
-MAX_VALUE = 1 << 20
+from analyzer.textsafe import json_text
 
 _SPECIAL = {math.inf: "Infinity", -math.inf: "-Infinity"}
 
@@ -34,50 +33,28 @@ def strict_float(value: float) -> float | str:
     return _SPECIAL.get(value, value)
 
 
-#: The value-size limit in force (a one-element list: set_max_value changes it in place).
-_LIMIT = [MAX_VALUE]
-#: The values cut while the current frame was converted: [{"field", "size", "kept"}].
-_CUT: list[dict[str, Any]] = []
-
-
 def set_max_value(limit: int) -> None:
     """Bytes of one value in JSON from now on (0: no limit)."""
-    _LIMIT[0] = limit
+    LIMIT[0] = limit
 
 
 def max_value() -> int:
     """Bytes of one value written now (0: no limit); a value no longer than this is never cut."""
-    return _LIMIT[0]
-
-
-def _cut(raw: bytes, name: str) -> bytes:
-    limit = _LIMIT[0]
-    if limit and len(raw) > limit:
-        _CUT.append({"field": name, "size": len(raw), "kept": limit})
-        return raw[:limit]
-    return raw
+    return LIMIT[0]
 
 
 def plain(value: Any, name: str = "") -> Any:
     """A JSON-friendly value: bytes as text when printable UTF-8, else as hex; floats strict."""
-    if type(value) is bytes or isinstance(value, (bytearray, memoryview)):
-        raw = value if type(value) is bytes else bytes(value)
-        limit = _LIMIT[0]
-        if limit and len(raw) > limit:
-            raw = _cut(raw, name)
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            return raw.hex()
-        if printable(text):
-            return text
-        return raw.hex()
+    if type(value) is bytes:
+        return bytes_json(value, name)
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes_json(bytes(value), name)
     if isinstance(value, float):
         return strict_float(value)
     if isinstance(value, str):  # inside tables and lists (a plain str field is written as it is)
-        limit = _LIMIT[0]
+        limit = LIMIT[0]
         if limit and len(value) > limit:
-            _cut(value.encode("utf-8", "surrogatepass"), name)  # recorded with its size in bytes
+            cut(value.encode("utf-8", "surrogatepass"), name)  # recorded with its size in bytes
             return value[:limit]
         return value
     if isinstance(value, (list, tuple)):
@@ -158,12 +135,12 @@ def frame_json(frame: Frame, links: Links | None = None, code_parts: Mapping[str
     :class:`analyzer.linking.Linker`); ``code_parts``: ``{protocol: ((key, shift, mask), ...)}``,
     for protocols whose code packs several numbers (AMQP's class and method ids)."""
     packets = frame.packets
-    if _CUT:  # left over from a frame whose conversion failed
-        _CUT.clear()
+    if CUT:  # left over from a frame whose conversion failed
+        CUT.clear()
     fields = frame.json_fields()
     if fields is None:  # the tree's way, and only its cuts
-        if _CUT:
-            _CUT.clear()
+        if CUT:
+            CUT.clear()
         fields = fields_json(frame.fields)
     out = {
         "type": "frame",
@@ -198,9 +175,9 @@ def frame_json(frame: Frame, links: Links | None = None, code_parts: Mapping[str
         parts = code_parts.get(frame.protocol)
         if parts:
             out["code_parts"] = {key: (frame.code >> shift) & mask for key, shift, mask in parts}
-    if _CUT:
-        out["truncated"] = _CUT[:]
-        _CUT.clear()
+    if CUT:
+        out["truncated"] = CUT[:]
+        CUT.clear()
     if frame.file is not None:  # several files read as one capture: packet numbers are per file
         return {"type": "frame", "file": frame.file, **out}
     return out

@@ -13,8 +13,9 @@ import time
 from typing import Any, TextIO
 
 from analyzer.api import Field, Finding, Frame, Severity
+from analyzer.bytevalue import printable
 from analyzer.linking import Links
-from analyzer.textsafe import clip, encodable, printable, safe
+from analyzer.textsafe import clip, encodable, safe
 
 SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.NOTE: "cyan"}
 SEVERITY_MARK = {Severity.ERROR: "E", Severity.WARNING: "W", Severity.NOTE: "N"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-import analyzer.jsonout as jsonout
+import analyzer.bytevalue as bytevalue
 from analyzer.api import Field
 from analyzer.jsonout import dumps
 
@@ -14,10 +14,10 @@ T = TypeVar("T", bound=Field)
 
 def with_cuts(make: Callable[[], Any]) -> tuple[str, list[dict[str, Any]]]:
     """The JSON text of what ``make()`` gives and the values it cut, as frame_json records them."""
-    jsonout._CUT.clear()
+    bytevalue.CUT.clear()
     text = dumps(make())
-    cut = jsonout._CUT[:]
-    jsonout._CUT.clear()
+    cut = bytevalue.CUT[:]
+    bytevalue.CUT.clear()
     return text, cut
 
 

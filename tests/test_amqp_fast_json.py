@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+import analyzer.bytevalue as bytevalue
 import analyzer.jsonout as jsonout
 from analyzer.api import Field, Frame
 from analyzer.engine import Analyzer
@@ -93,7 +94,7 @@ def test_computed_fields_follow_and_a_repeated_name_takes_the_trees_way() -> Non
         # "b" is the builder's too: no quick object, and frame_json keeps only the tree's cuts.
         frame = _lazy([("b", 2, "")])
         assert frame.json_fields() is None
-        jsonout._CUT.clear()
+        bytevalue.CUT.clear()
         out = frame_json(frame)
         assert out["fields"] == {"a": "00000000", "b": [1, 2]}
         assert out["truncated"] == [{"field": "a", "size": 8, "kept": 4}]

@@ -17,9 +17,10 @@ from typer.testing import CliRunner
 
 import analyzer.cli as cli
 from analyzer.api import Category, Connection, Direction, Dissector, Event, Field, Frame, Rule, Severity
+from analyzer.bytevalue import printable
 from analyzer.jsonout import JsonWriter, dumps, strict_float
 from analyzer.pcapwrite import TcpConversation, write_capture
-from analyzer.textsafe import json_text, printable, safe
+from analyzer.textsafe import json_text, safe
 
 ATTACKS = [
     b"\x1b[2J\x1b[H",  # clear the screen

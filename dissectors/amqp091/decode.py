@@ -12,9 +12,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from analyzer.api import Direction, Field, Finding, Frame
+from analyzer.bytevalue import printable
 from analyzer.jsonout import fields_json, leaves_json, max_value
 from analyzer.jsonout import plain as json_plain
-from analyzer.textsafe import printable
 from dissectors.amqp091 import rules as R
 from dissectors.amqp091.codes import (
     FRAME_MIN_SIZE,

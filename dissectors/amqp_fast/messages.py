@@ -22,9 +22,9 @@ from functools import cache
 from typing import Any, Literal, overload
 
 from analyzer.api import Direction, Field, Finding, Frame
+from analyzer.bytevalue import printable
 from analyzer.jsonout import leaves_json
 from analyzer.jsonout import plain as json_plain
-from analyzer.textsafe import printable
 from dissectors.amqp_fast import rules as R
 from dissectors.amqp_fast.commands import head_layout
 from dissectors.amqp_fast.decode import message_head, message_head_values

@@ -13,8 +13,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from analyzer.jsonout import max_value
-from analyzer.jsonout import plain as json_plain
+from analyzer.bytevalue import LIMIT, bytes_json
 from dissectors.kit.memo import remember
 from dissectors.rabbitmq_stream.amqp import (
     _CONST,
@@ -110,7 +109,7 @@ def like_json(buf: bytes, off: int, end: int, like: Like) -> dict[str, Any] | No
     if h >= end or h + 1 + buf[h] != end or not buf.startswith(prefix, off):
         return None
     out = before.copy()
-    out["data"] = [json_plain(buf[h + 1:end], "data")]
+    out["data"] = [bytes_json(buf[h + 1:end], "data")]
     return out
 
 
@@ -125,7 +124,7 @@ def usual_message_json(buf: bytes, off: int, end: int, data_at: list[int] | None
         return None
     out: dict[str, Any] = {}
     seen = _JSON_SEEN
-    limit = max_value()
+    limit = LIMIT[0]
     pos = off
     name: str | None
     value: Any
@@ -187,9 +186,9 @@ def usual_message_json(buf: bytes, off: int, end: int, data_at: list[int] | None
         if len(data) == 1:  # the usual message: one body
             one = data[0]
             if type(one) is bytes:
-                data[0] = json_plain(one, "data")
+                data[0] = bytes_json(one, "data")
         else:
-            out["data"] = [v if type(v) is not bytes else json_plain(v, "data") for v in data]
+            out["data"] = [v if type(v) is not bytes else bytes_json(v, "data") for v in data]
     return out
 
 
