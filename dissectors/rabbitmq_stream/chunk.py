@@ -269,6 +269,8 @@ def decode_entries(buf: bytes, pos: int, end: int, base: int, n_entries: int, fi
             records = _records_node(buf, body, dlen, comp, count, ulen, base,
                                     None if first_offset is None else first_offset + rec, problems, i - 1)
             got = records.value if type(records) is RecordsField else 0
+        elif comp and _seen_clean(buf, pos, body + dlen, ulen, problems):  # a Publish the checks just read
+            records, got = [], count
         else:
             records, got = _sub_batch_records(buf, body, dlen, comp, count, ulen, base, problems, i - 1)
         f_off = pos - base
@@ -325,20 +327,28 @@ def check_sub_batch(buf: bytes, pos: int, end: int, problems: ChunkProblem, entr
     if not comp:
         _sub_batch_records(buf, body, dlen, 0, count, ulen, 0, problems, entry)
         return body + dlen, count
-    # A compressed one seen clean already (a consumer receives the sub-batches a publisher sent):
-    # the same octets decompress to the same ``ulen`` bytes and records, so only the frame's
-    # budget is spent again, when it has room for them (else the full check says what is wrong).
-    key = bytes(buf[pos:body + dlen])
-    if key in _CLEAN_SUB_BATCHES:
-        room = problems.room()
-        if ulen <= room:
-            problems.budget = room - ulen
-            return body + dlen, count
+    if _seen_clean(buf, pos, body + dlen, ulen, problems):
+        return body + dlen, count
     said = problems.said()
     _sub_batch_records(buf, body, dlen, comp, count, ulen, 0, problems, entry)
     if problems.said() == said:
-        _CLEAN_SUB_BATCHES.remember(key, True)
+        _CLEAN_SUB_BATCHES.remember(bytes(buf[pos:body + dlen]), True)
     return body + dlen, count
+
+
+def _seen_clean(buf: bytes, pos: int, stop: int, ulen: int | None, problems: ChunkProblem) -> bool:
+    """Whether the compressed sub-batch entry (header and data) in ``buf[pos:stop]`` was found
+    clean already, its decompression budget then spent. A consumer receives the sub-batches a
+    publisher sent, and a view decodes the Publish the checks just read: the same octets
+    decompress to the same ``ulen`` bytes and records, so only the frame's budget is spent again,
+    when it has room for them (else the full check says what is wrong)."""
+    if ulen is None or bytes(buf[pos:stop]) not in _CLEAN_SUB_BATCHES:
+        return False
+    room = problems.room()
+    if ulen > room:
+        return False
+    problems.budget = room - ulen
+    return True
 
 
 #: The compressed sub-batches (header and data) check_sub_batch found clean, the latest 8 MiB of
