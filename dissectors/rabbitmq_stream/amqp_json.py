@@ -56,7 +56,6 @@ def records_json(data: bytes, pos: int, count: int, first: int | None,
     id before them: each message's by message_json's two ways, one after the other, or by
     like_json from the usual one before it; ``tree(i, position of its length, length)``: a
     record's JSON by its tree, for a message that is no AMQP 1.0 one."""
-    unpack = _U32.unpack_from
     out: list[Any] = []
     like: Like | None = None  # the last usual message's bytes before its data, and their JSON
     pid = 0
@@ -64,7 +63,8 @@ def records_json(data: bytes, pos: int, count: int, first: int | None,
         if published:
             pid = _U64.unpack_from(data, pos)[0]
             pos += 8
-        n: int = unpack(data, pos)[0]
+        # The length octet by octet: compiled, four indexings cost a tenth of a struct call.
+        n = (data[pos] << 24) | (data[pos + 1] << 16) | (data[pos + 2] << 8) | data[pos + 3]
         at = pos + 4
         pos = at + n
         sections = like_json(data, at, pos, like) if like is not None else None
@@ -106,7 +106,7 @@ def like_json(buf: bytes, off: int, end: int, like: Like) -> dict[str, Any] | No
     again. None for a message that is not like it."""
     prefix, before = like
     h = off + len(prefix)  # the data section's length octet
-    if h >= end or h + 1 + buf[h] != end or not buf.startswith(prefix, off):
+    if h >= end or h + 1 + buf[h] != end or buf[off:h] != prefix:  # (a slice: startswith parses its arguments)
         return None
     out = before.copy()
     out["data"] = [bytes_json(buf[h + 1:end], "data")]
