@@ -8,18 +8,18 @@ amqp_json.py) into this one is a C call."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 #: Bytes of one field value written by default; 0: no limit (``--max-value-size``).
-MAX_VALUE = 1 << 20
+MAX_VALUE: Final = 1 << 20
 
 #: The value-size limit in force (a one-element list: analyzer.jsonout.set_max_value changes it in place).
-LIMIT: list[int] = [MAX_VALUE]
+LIMIT: Final[list[int]] = [MAX_VALUE]
 #: The values cut while the current frame was converted: [{"field", "size", "kept"}].
-CUT: list[dict[str, Any]] = []
+CUT: Final[list[dict[str, Any]]] = []
 
 #: The characters :func:`printable` allows besides ``str.isprintable``'s, deleted before its second test.
-_LAYOUT = str.maketrans("", "", "\r\n\t")
+_LAYOUT: Final = str.maketrans("", "", "\r\n\t")
 
 
 def printable(text: str) -> bool:

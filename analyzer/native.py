@@ -9,6 +9,11 @@ Python module, built.
 ``STREAMPROTO_PURE=1`` at run time imports every module of the package from its source even where
 a compiled one lies beside it (Python prefers the extension): tests/test_native.py runs the views of
 the bundled captures both ways and compares them byte for byte.
+
+In a marked module, the constants its loops read are declared ``Final``: mypyc keeps a Final name in
+a C static (a literal one, of this or another module, is written into the code), where any other
+global, or a name imported from a module that is not compiled, is a dictionary lookup at every use.
+Memos and bounds that tests replace through ``monkeypatch`` stay plain globals.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
+from typing import Final
 
 from dissectors.amqp_fast.wire import DATE, LONG, OCTET, SHORT, SHORTSTR, Encoding, field_table, long_string
 from dissectors.schema import Bit, F, Struct, WireType
@@ -154,8 +155,8 @@ MESSAGE_HEAD: tuple[tuple[str, str], ...] = (
 
 #: The wire form of a command: the size (2 octets, or 0xFFFF and 4 octets), the command type octet,
 #: the fields, the command-end octet (counted in the size).
-LONG_SIZE = 0xFFFF
-COMMAND_END = 0xCE
+LONG_SIZE: Final = 0xFFFF
+COMMAND_END: Final = 0xCE
 #: The client's initiation: protocol id and version (§3.2.2).
 PROTOCOL_ID = 128
 PROTOCOL_VERSION = 1

@@ -9,7 +9,7 @@ Everything here is a function of the bytes and the encoding: what they mean for 
 from __future__ import annotations
 
 from functools import cache
-from typing import Any
+from typing import Any, Final
 
 from analyzer.api import Direction, Field, Finding, Frame
 from analyzer.jsonout import leaves_json
@@ -32,7 +32,7 @@ from dissectors.kit.lazy import QUICK_INFO, QUICK_JSON, LazyFrame
 from dissectors.kit.memo import remember
 from dissectors.schema import DecodeError, field_values, leaves_only
 
-INITIATION = "INITIATION"
+INITIATION: Final = "INITIATION"
 
 
 def initiation(d: Direction, data: bytes, offset: int) -> tuple[Frame, bool]:
@@ -188,7 +188,7 @@ def _quick_info(frame: LazyFrame, ctx: tuple[Any, str, Command | None, dict[str,
 #: _INFO_KEY_MAX octets, _INFO_SEEN_MAX of them (see memo.remember).
 _INFO_SEEN: dict[tuple[Encoding, bytes], str] = {}
 _INFO_SEEN_MAX = 512
-_INFO_KEY_MAX = 256
+_INFO_KEY_MAX: Final = 256
 
 
 def _tree_later_info(frame: LazyFrame, ctx: tuple[Encoding, str, Command, dict[str, Any]]) -> str:
@@ -247,7 +247,7 @@ def _prefix(shape: Any, view: memoryview, start: int, stop: int) -> tuple[list[F
 
 
 #: Per command: the names of its short-string fields (the zero-octet check reads only those).
-_SHORTSTRS = {c.code: tuple(n for n, t in c.fields if t == "shortstr") for c in BY_CODE.values()}
+_SHORTSTRS: Final = {c.code: tuple(n for n, t in c.fields if t == "shortstr") for c in BY_CODE.values()}
 
 
 def nul_fields(code: int, values: dict[str, Any]) -> list[str]:
@@ -316,7 +316,7 @@ def info(name: str, cmd: Command | None, values: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
-_ABSENT = object()
+_ABSENT: Final = object()
 
 
 def _piece(fmt: str, optional: bool) -> tuple[str | None, str, str, str, list[str], bool]:
@@ -331,10 +331,10 @@ def _piece(fmt: str, optional: bool) -> tuple[str | None, str, str, str, list[st
 
 
 #: Per command: its Info pieces, worked out once.
-_INFO = {c.code: [_piece(fmt, optional) for fmt, optional in c.info] for c in BY_CODE.values()}
+_INFO: Final = {c.code: [_piece(fmt, optional) for fmt, optional in c.info] for c in BY_CODE.values()}
 
 
-_SHORT = 64  # characters of a value in the Info line
+_SHORT: Final = 64  # characters of a value in the Info line
 
 
 def _short(text: str, limit: int = _SHORT) -> str:
@@ -348,7 +348,7 @@ def _short(text: str, limit: int = _SHORT) -> str:
 #: to the same end: the size is read apart from the rest) and copied with its own size. Never
 #: changed once made; at most HEADS_KEPT per encoding.
 _HEADS: dict[Encoding, list[tuple[int, bytes, dict[str, Any]]]] = {}
-HEADS_KEPT = 4
+HEADS_KEPT: Final = 4
 
 
 def message_head_values(buf: bytes, enc: Encoding) -> tuple[dict[str, Any], int] | None:

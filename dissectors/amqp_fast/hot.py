@@ -16,7 +16,7 @@ tests/test_amqp_fast_hot.py proves both ways give the same (``AmqpFastConnection
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from analyzer.api import Direction, Event, Frame
 from dissectors.amqp_fast.commands import BY_CODE, BY_NAME, COMMAND_END, LONG_SIZE, Command, layout
@@ -95,13 +95,14 @@ def cut_segment(conn: AmqpFastConnection, d: Direction, side: Side, msgs: Messag
 
 #: The commands taken here when nothing about them can be wrong: those that carry message data
 #: and the acknowledgement, none with a size limit of its own.
-_HOT = {c.code: c for c in (BY_NAME["HANDLE SEND"], BY_NAME["HANDLE NOTIFY"], BY_NAME["CHANNEL ACK"]) if not c.limit}
-_ACK, _NOTIFY = BY_NAME["CHANNEL ACK"].code, BY_NAME["HANDLE NOTIFY"].code
+_HOT: Final = {c.code: c for c in (BY_NAME["HANDLE SEND"], BY_NAME["HANDLE NOTIFY"], BY_NAME["CHANNEL ACK"]) if not c.limit}
+_ACK: Final = BY_NAME["CHANNEL ACK"].code
+_NOTIFY: Final = BY_NAME["HANDLE NOTIFY"].code
 #: (state, sender, event) the machines take without a word or a change: what is checked instead of
 #: stepping them (the connection's "channel" event, a handle's command, its channel's "command").
-_QUIET_CONNECTION = CONNECTION.quiet_loops()
-_QUIET_HANDLE = HANDLE_MACHINE.quiet_loops()
-_QUIET_CHANNEL = CHANNEL_MACHINE.quiet_loops()
+_QUIET_CONNECTION: Final = CONNECTION.quiet_loops()
+_QUIET_HANDLE: Final = HANDLE_MACHINE.quiet_loops()
+_QUIET_CHANNEL: Final = CHANNEL_MACHINE.quiet_loops()
 
 
 #: (encoding, command bytes) -> the values of a hot command that reads whole and clean (see
@@ -109,7 +110,7 @@ _QUIET_CHANNEL = CHANNEL_MACHINE.quiet_loops()
 #: every fragment of its message. Never changed once made (the frames share them). Bounded.
 _VALUES_SEEN: dict[tuple[Encoding, bytes], dict[str, Any]] = {}
 _VALUES_SEEN_MAX = 512
-_VALUES_KEY_MAX = 64
+_VALUES_KEY_MAX: Final = 64
 
 
 def _clean_values(cmd: Command, enc: Encoding, data: bytes, end: int) -> dict[str, Any] | None:
@@ -132,7 +133,7 @@ def _clean_values(cmd: Command, enc: Encoding, data: bytes, end: int) -> dict[st
 
 #: What _hot_command gives for a command a findings-only run leaves out (nothing to show, nothing
 #: points at it: an acknowledgement, a command that continues a message), having done the rest.
-LEFT_OUT: Any = object()
+LEFT_OUT: Final[Any] = object()
 
 
 def _hot_command(conn: AmqpFastConnection, d: Direction, side: Side, msgs: Messages, data: bytes,

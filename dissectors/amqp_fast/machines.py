@@ -10,6 +10,8 @@ answer commands in flight), while the peer's commands in flight are still legal 
 
 from __future__ import annotations
 
+from typing import Final
+
 from analyzer.api import Rule
 from dissectors.amqp_fast import rules as R
 from dissectors.amqp_fast.commands import COMMANDS
@@ -28,7 +30,7 @@ def senders(level: str) -> dict[str, tuple[str, ...]]:
 # --------------------------------------------------------------------------------- connection
 CHALLENGE, RESPONSE, TUNE = "CONNECTION CHALLENGE", "CONNECTION RESPONSE", "CONNECTION TUNE"
 OPEN, REPLY, CLOSE, PING = "CONNECTION OPEN", "CONNECTION REPLY", "CONNECTION CLOSE", "CONNECTION PING"
-CHANNEL = "channel"  # any channel or destination command, or message data
+CHANNEL: Final = "channel"  # any channel or destination command, or message data
 CLOSING = {"c2s": "closing_c2s", "s2c": "closing_s2c"}
 #: The negotiation in order; a step taken early moves the machine forward, never back.
 STEPS = ("initiation", "challenge", "response", "responded", "tune", "connect", "open")
@@ -100,7 +102,7 @@ CONNECTION = _connection()
 # --------------------------------------------------------------------------------- channels and handles
 NEW, LIVE, CLOSED = "new", "open", "closed"
 LEVEL_STATES = (NEW, LIVE, CLOSING["c2s"], CLOSING["s2c"], CLOSED)
-COMMAND = "command"  # on a channel: a destination command or message data of one of its handles
+COMMAND: Final = "command"  # on a channel: a destination command or message data of one of its handles
 
 
 def _lifecycle(level: str, rules: tuple[Rule, Rule, Rule]) -> Machine:

@@ -19,7 +19,7 @@ first ``FRAGMENT_KEEP`` octets are kept for display.
 from __future__ import annotations
 
 from functools import cache
-from typing import Any, Literal, overload
+from typing import Any, Final, Literal, overload
 
 from analyzer.api import Direction, Field, Finding, Frame
 from analyzer.bytevalue import printable
@@ -34,19 +34,28 @@ from dissectors.kit.sequence import Sequencer
 from dissectors.kit.state import plain_state
 from dissectors.schema import leaves_only
 
-UNKNOWN = 1 << 62
-HEAD_LIMIT = (1 << 16) + 1024  # the largest head with 2-octet tables is about 66 KB
-BODY_KEEP = 1024
-FRAGMENT_KEEP = 4096
-FRAGMENT = "MESSAGE FRAGMENT"
+UNKNOWN: Final = 1 << 62
+HEAD_LIMIT: Final = (1 << 16) + 1024  # the largest head with 2-octet tables is about 66 KB
+BODY_KEEP: Final = 1024
+FRAGMENT_KEEP: Final = 4096
+FRAGMENT: Final = "MESSAGE FRAGMENT"
 
 # meta[key] = [handle, message-nbr or None, head octets (-1: not yet decoded, -2: never: out of band),
 #              head octets buffered so far, body prefix kept, fragments, streaming, octets beyond expected,
 #              head display (body-size, mime type) or None, octets of its fragments so far]
-_HANDLE, _NBR, _HEADLEN, _HEADBUF, _BODY, _FRAGS, _STREAM, _OVER, _HEAD, _TOTAL = range(10)
+_HANDLE: Final = 0
+_NBR: Final = 1
+_HEADLEN: Final = 2
+_HEADBUF: Final = 3
+_BODY: Final = 4
+_FRAGS: Final = 5
+_STREAM: Final = 6
+_OVER: Final = 7
+_HEAD: Final = 8
+_TOTAL: Final = 9
 #: Octets kept of a fragment's end, to find a command that starts inside a fragment shorter than
 #: its fragment-size.
-TAIL_KEEP = 4096
+TAIL_KEEP: Final = 4096
 
 
 class Messages:

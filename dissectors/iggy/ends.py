@@ -9,7 +9,7 @@ tests/test_iggy_leave_out.py and tests/test_iggy_quick_info.py hold them to the 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from dissectors.iggy.types import (
     CONSUMER_KIND,
@@ -86,7 +86,7 @@ def partitioning_end(t: Any, buf: bytes, off: int, end: int) -> int:
 
 
 #: Exact type -> its end function (a subclass that notes problems of its own has none).
-CLEAN_END: dict[type, Callable[[Any, bytes, int, int], int]] = {
+CLEAN_END: Final[dict[type, Callable[[Any, bytes, int, int], int]]] = {
     Int: _int_end, Bool8: _bool_end, Identifier: identifier_end, Consumer: _consumer_end,
     PollingStrategy: _strategy_end, OptionalPartition: _partition_end, Partitioning: partitioning_end,
 }
@@ -159,7 +159,7 @@ def _partitioning_item(t: Any, buf: bytes, off: int, spec: F) -> tuple[Any, int]
 
 
 #: Exact type -> its Info item function: one for every type with an end function.
-INFO_ITEM: dict[type, Callable[[Any, bytes, int, F], tuple[Any, int]]] = {
+INFO_ITEM: Final[dict[type, Callable[[Any, bytes, int, F], tuple[Any, int]]]] = {
     Int: _int_item, Bool8: _bool_item, Identifier: _identifier_item, Consumer: _consumer_item, PollingStrategy: _strategy_item,
     OptionalPartition: _partition_item, Partitioning: _partitioning_item,
 }

@@ -11,7 +11,7 @@ import struct
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 
 from analyzer.api import Field
 from analyzer.jsonout import fields_json, max_value
@@ -293,8 +293,8 @@ _HIT = b""
 #: message's body, 0xA0) is not remembered, bodies differing from message to message: its bytes
 #: are cut out as they are.
 _JSON_SEEN: dict[bytes, Any] = {}
-_SEEN_SIZE = 256
-_SEEN_MAX = 256
+_SEEN_SIZE: Final = 256
+_SEEN_MAX: Final = 256
 
 
 def _sections(buf: bytes | memoryview, off: int, end: int,

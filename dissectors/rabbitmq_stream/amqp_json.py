@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from analyzer.bytevalue import LIMIT, bytes_json
 from dissectors.kit.memo import remember
@@ -32,7 +32,16 @@ from dissectors.rabbitmq_stream.amqp import (
     general_message_json,
 )
 
-_U64 = struct.Struct(">Q")
+_U64: Final = struct.Struct(">Q")
+# amqp.py's tables, bound here once more as Final: compiled, a Final name is a C static, where a
+# name imported from a module that is not compiled is a dictionary lookup at every use (a message
+# reads several).
+_SECTIONS: Final = SECTIONS
+_REPEATABLE: Final = REPEATABLE
+_SHORT_SIZE: Final = _SIZE8
+_LONG_SIZE: Final = _SIZE32
+_LEN32: Final = _U32
+_SEEN: Final = _JSON_SEEN
 
 #: A message's bytes before its one data section's length octet (the section's header, 00 53 75
 #: A0, included), which ends it, and the JSON of its sections before that data (see :func:`like_of`).
@@ -123,7 +132,7 @@ def usual_message_json(buf: bytes, off: int, end: int, data_at: list[int] | None
     if end - off < 3:
         return None
     out: dict[str, Any] = {}
-    seen = _JSON_SEEN
+    seen = _SEEN
     limit = LIMIT[0]
     pos = off
     name: str | None
@@ -142,16 +151,16 @@ def usual_message_json(buf: bytes, off: int, end: int, data_at: list[int] | None
             if data_at is not None:
                 data_at.append(pos)
         else:
-            if c in _SIZE8:
+            if c in _SHORT_SIZE:
                 stop = p + 2 + buf[p + 1]
-            elif c in _SIZE32 and p + 5 <= end:
-                stop = p + 5 + _U32.unpack_from(buf, p + 1)[0]
+            elif c in _LONG_SIZE and p + 5 <= end:
+                stop = p + 5 + _LEN32.unpack_from(buf, p + 1)[0]
             else:
                 return None
             size = stop - pos
             if stop > end or size > _SEEN_SIZE or (limit and size > limit):
                 return None
-            name = SECTIONS.get(code)
+            name = _SECTIONS.get(code)
             if name is None:
                 return None
             key = buf[pos:stop]
@@ -170,7 +179,7 @@ def usual_message_json(buf: bytes, off: int, end: int, data_at: list[int] | None
                     if q != stop:
                         return None
                     value = _json_of(name, val, key)
-        if name in REPEATABLE:
+        if name in _REPEATABLE:
             got = out.get(name)
             if got is None:
                 out[name] = [value]
@@ -193,8 +202,8 @@ def usual_message_json(buf: bytes, off: int, end: int, data_at: list[int] | None
 
 
 #: What flat_map_json reads besides text: the integer constructors (their struct) and the constants.
-_FLAT_INTS: dict[int, struct.Struct] = {c: st for c, (st, kind) in _FIXED.items() if kind is int}
-_FLAT_CONSTS: dict[int, Any] = {c: v for c, v in _CONST.items() if type(v) is not list}
+_FLAT_INTS: Final[dict[int, struct.Struct]] = {c: st for c, (st, kind) in _FIXED.items() if kind is int}
+_FLAT_CONSTS: Final[dict[int, Any]] = {c: v for c, v in _CONST.items() if type(v) is not list}
 
 
 def flat_map_json(buf: bytes, p: int, stop: int) -> dict[str, Any] | None:
