@@ -269,7 +269,7 @@ def decode_entries(buf: bytes, pos: int, end: int, base: int, n_entries: int, fi
             records = _records_node(buf, body, dlen, comp, count, ulen, base,
                                     None if first_offset is None else first_offset + rec, problems, i - 1)
             got = records.value if type(records) is RecordsField else 0
-        elif comp and _seen_clean(buf, pos, body + dlen, ulen, problems):  # a Publish the checks just read
+        elif comp and _seen_clean(bytes(buf[pos:body + dlen]), ulen, problems):  # a Publish the checks just read
             records, got = [], count
         else:
             records, got = _sub_batch_records(buf, body, dlen, comp, count, ulen, base, problems, i - 1)
@@ -327,22 +327,23 @@ def check_sub_batch(buf: bytes, pos: int, end: int, problems: ChunkProblem, entr
     if not comp:
         _sub_batch_records(buf, body, dlen, 0, count, ulen, 0, problems, entry)
         return body + dlen, count
-    if _seen_clean(buf, pos, body + dlen, ulen, problems):
+    key = bytes(buf[pos:body + dlen])
+    if _seen_clean(key, ulen, problems):
         return body + dlen, count
     said = problems.said()
     _sub_batch_records(buf, body, dlen, comp, count, ulen, 0, problems, entry)
     if problems.said() == said:
-        _CLEAN_SUB_BATCHES.remember(bytes(buf[pos:body + dlen]), True)
+        _CLEAN_SUB_BATCHES.remember(key, True)
     return body + dlen, count
 
 
-def _seen_clean(buf: bytes, pos: int, stop: int, ulen: int | None, problems: ChunkProblem) -> bool:
-    """Whether the compressed sub-batch entry (header and data) in ``buf[pos:stop]`` was found
+def _seen_clean(key: bytes, ulen: int | None, problems: ChunkProblem) -> bool:
+    """Whether the compressed sub-batch entry ``key`` (its header and data octets) was found
     clean already, its decompression budget then spent. A consumer receives the sub-batches a
     publisher sent, and a view decodes the Publish the checks just read: the same octets
     decompress to the same ``ulen`` bytes and records, so only the frame's budget is spent again,
     when it has room for them (else the full check says what is wrong)."""
-    if ulen is None or bytes(buf[pos:stop]) not in _CLEAN_SUB_BATCHES:
+    if ulen is None or key not in _CLEAN_SUB_BATCHES:
         return False
     room = problems.room()
     if ulen > room:
