@@ -12,6 +12,8 @@ import zlib
 from collections.abc import Generator, Sequence
 from typing import BinaryIO, NamedTuple
 
+from analyzer.capture_records import pcap_records, pcapng_records
+
 CHUNK = 1 << 20
 #: A record claiming more than this is corrupt; no real link layer carries it, and trusting it would
 #: make a broken length read the rest of the file into memory.
@@ -88,12 +90,14 @@ class _Chunks:
         return self.consumed + self.pos
 
 
-def read_packets(path: str, counts: list[int] | None = None) -> Generator[RawPacket, None, int]:
+def read_packets(path: str, counts: list[int] | None = None, *, plain: bool = False) -> Generator[RawPacket, None, int]:
     """Every packet of a pcap or pcapng file (gzip-compressed too), and at the end how many there
     were (the generator's return value, also appended to ``counts`` if given: for a reader of
     several files that chains them without a generator of its own in between). Raises
-    CaptureError. Nothing is opened before the first packet is asked for."""
-    return _read(path, None, path, "capture file", counts)
+    CaptureError. Nothing is opened before the first packet is asked for. ``plain``: each packet
+    as a plain tuple of RawPacket's fields, in its order, for a reader that only unpacks them (the
+    engine): a named tuple costs a call of tuple.__new__ per packet."""
+    return _read(path, None, path, "capture file", counts, plain=plain)
 
 
 def read_opened(f: BinaryIO, name: str, what: str = "capture file") -> Generator[RawPacket, None, int]:
@@ -104,11 +108,12 @@ def read_opened(f: BinaryIO, name: str, what: str = "capture file") -> Generator
 
 
 def _read(path: str | None, f: BinaryIO | None, name: str, what: str,
-          counts: list[int] | None) -> Generator[RawPacket, None, int]:
+          counts: list[int] | None, hot: bool = True, plain: bool = False) -> Generator[RawPacket, None, int]:
     """read_packets (``path``, opened and closed here) and read_opened (``f``) in one generator:
     a pcap file's records are read in this frame. Each generator that delegates to another with
     ``yield from`` is resumed once more for every packet; two such levels cost the engine alone
-    1.5-4.5 % of its time."""
+    1.5-4.5 % of its time. ``hot=False`` reads every record through the general path
+    (tests/test_capture_records.py proves both read the same); ``plain``: see read_packets."""
     owned = None  # the file opened here, closed here (f becomes the decompressor of a .gz)
     if f is None:
         try:
@@ -128,7 +133,7 @@ def _read(path: str | None, f: BinaryIO | None, name: str, what: str,
         if len(head) < 4:
             raise CaptureError(f"{name}: not a {what} (too short)")
         if head == PCAPNG_SHB:
-            number = yield from _read_pcapng(name, _Chunks(f, head))
+            number = yield from _read_pcapng(name, _Chunks(f, head), hot, plain)
             if counts is not None:
                 counts.append(number)
             return number
@@ -143,8 +148,13 @@ def _read(path: str | None, f: BinaryIO | None, name: str, what: str,
         ch.pos = 24
         unpack = struct.Struct(endian + "IIII").unpack_from
         new = tuple.__new__  # skips the named tuple's Python-level constructor
+        shape = tuple if plain else RawPacket
+        kind = None if plain else RawPacket  # pcap_records' name for a plain tuple: None
+        big = endian == ">"
         number = 0
-        # Hot loop: the window is kept in locals and handed back to ``ch`` only to refill it.
+        # Hot loop: the window is kept in locals and handed back to ``ch`` only to refill it. The
+        # records whole in it are read by pcap_records (compiled) and yielded from its list; the
+        # one that is not, here, which refills the window.
         buf, pos = ch.buf, 24
         have = len(buf)
         while True:
@@ -158,6 +168,13 @@ def _read(path: str | None, f: BinaryIO | None, name: str, what: str,
                         counts.append(number)
                     return number
                 buf, pos, have = ch.buf, ch.pos, len(ch.buf)
+            if hot:
+                batch: list[RawPacket] = []
+                pos = pcap_records(buf, pos, number, big, unit, linktype, new, kind, batch)
+                if batch:
+                    number += len(batch)
+                    yield from batch
+                    continue
             sec, frac, incl, orig = unpack(buf, pos)
             start = pos + 16
             end = start + incl
@@ -171,7 +188,7 @@ def _read(path: str | None, f: BinaryIO | None, name: str, what: str,
                 start = pos + 16
                 end = start + incl
             number += 1
-            yield new(RawPacket, (number, sec + frac * unit, linktype, buf[start:end], orig))
+            yield new(shape, (number, sec + frac * unit, linktype, buf[start:end], orig))
             pos = end
     except (OSError, EOFError) as exc:
         raise CaptureError(f"cannot read {name}: {exc}") from None
@@ -287,33 +304,36 @@ class _Iface(NamedTuple):
     offset: int  # seconds added to every timestamp
 
 
-def _read_pcapng(path: str, ch: _Chunks, hot: bool = True) -> Generator[RawPacket, None, int]:
+def _read_pcapng(path: str, ch: _Chunks, hot: bool = True, plain: bool = False) -> Generator[RawPacket, None, int]:
     """Every packet of a pcapng file. ``hot=False`` reads every block through the general path
-    (tests/test_capture_pcapng.py proves both read the same)."""
+    (tests/test_capture_pcapng.py proves both read the same); ``plain``: see read_packets."""
     endian = "<"
     ifaces: list[_Iface] = []
     number = 0
     hdr_le = struct.Struct("<II")
     hdr_be = struct.Struct(">II")
     epb = struct.Struct("<IIIII")
-    # The block header and an Enhanced Packet Block's fixed fields at once, in the section's byte order.
-    epb_whole = struct.Struct("<IIIIIII").unpack_from
     new = tuple.__new__  # skips the named tuple's Python-level constructor
+    shape = tuple if plain else RawPacket
+    kind = None if plain else RawPacket  # pcapng_records' name for a plain tuple: None
+    # The interfaces' link types, timestamp units and offsets as columns for pcapng_records; None
+    # once an interface is added or a section starts.
+    columns: tuple[list[int], list[float], list[float]] | None = None
     buf, pos = ch.buf, ch.pos
     have = len(buf)
     while True:
         # Hot loop: nearly every block is an Enhanced Packet Block already whole in the window, on a
-        # known interface. Anything else (or anything that would be an error) takes the general
-        # path below, which reads it exactly as before.
+        # known interface: pcapng_records (compiled) reads those in a row. Anything else (or
+        # anything that would be an error) takes the general path below, which reads it exactly as
+        # before.
         if hot and pos + 28 <= have:
-            btype, blen, iface, hi, lo, cap, orig = epb_whole(buf, pos)
-            if (btype == 6 and 32 + cap <= blen <= MAX_RECORD and not blen % 4 and pos + blen <= have
-                    and iface < len(ifaces)):
-                linktype, _, units, offset = ifaces[iface]
-                number += 1
-                yield new(RawPacket, (number, ((hi << 32) | lo) / units + offset, linktype,
-                                      buf[pos + 28:pos + 28 + cap], orig))
-                pos += blen
+            if columns is None:
+                columns = ([i.linktype for i in ifaces], [i.units for i in ifaces], [float(i.offset) for i in ifaces])
+            batch: list[RawPacket] = []
+            pos = pcapng_records(buf, pos, number, endian == ">", *columns, MAX_RECORD, new, kind, batch)
+            if batch:
+                number += len(batch)
+                yield from batch
                 continue
         ch.buf, ch.pos = buf, pos
         if not ch.need(12):
@@ -330,8 +350,8 @@ def _read_pcapng(path: str, ch: _Chunks, hot: bool = True) -> Generator[RawPacke
             else:
                 raise CaptureError(f"{path}: corrupt pcapng section header")
             epb = struct.Struct(endian + "IIIII")
-            epb_whole = struct.Struct(endian + "IIIIIII").unpack_from
             ifaces = []
+            columns = None
         btype, blen = (hdr_le if endian == "<" else hdr_be).unpack_from(buf, pos)
         if blen < 12 or blen % 4 or blen > MAX_RECORD:
             raise CaptureError(f"{path}: corrupt pcapng block at byte {ch.file_offset} (length {blen})")
@@ -349,8 +369,8 @@ def _read_pcapng(path: str, ch: _Chunks, hot: bool = True) -> Generator[RawPacke
                 raise CaptureError(f"{path}: corrupt packet block after packet {number}")
             info = ifaces[iface]
             number += 1
-            yield RawPacket(number, ((hi << 32) | lo) / info.units + info.offset, info.linktype,
-                            buf[body + 20:body + 20 + cap], orig)
+            yield new(shape, (number, ((hi << 32) | lo) / info.units + info.offset, info.linktype,
+                              buf[body + 20:body + 20 + cap], orig))
         elif btype == 3:  # Simple Packet Block: interface 0, no timestamp
             if not ifaces:
                 raise CaptureError(f"{path}: simple packet block before any interface description")
@@ -359,9 +379,10 @@ def _read_pcapng(path: str, ch: _Chunks, hot: bool = True) -> Generator[RawPacke
             if ifaces[0].snaplen:
                 cap = min(cap, ifaces[0].snaplen)
             number += 1
-            yield RawPacket(number, 0.0, ifaces[0].linktype, buf[body + 4:body + 4 + cap], orig)
+            yield new(shape, (number, 0.0, ifaces[0].linktype, buf[body + 4:body + 4 + cap], orig))
         elif btype == 1:  # Interface Description Block
             ifaces.append(_parse_idb(buf, body, end, endian))
+            columns = None
         pos = pos + blen
         have = len(buf)
 

@@ -39,7 +39,7 @@ class CaptureFiles:
         for path in paths:
             self.files.append((n, path))
             self.starts.append(n)
-            yield read_packets(path, counts)
+            yield read_packets(path, counts, plain=True)  # the engine only unpacks them
             n += counts[-1]
 
     def locate(self, packet: int) -> tuple[str | None, int]:

@@ -308,7 +308,7 @@ class Analyzer:
             for pkt in packets:
                 count += 1
                 number = count  # the engine's own ordinal: across files, one packet identity
-                _, ts, linktype, data, _orig = pkt
+                _, ts, linktype, data, orig_len = pkt  # a RawPacket or a plain tuple of its fields
                 if not started:
                     self.first_ts, started = ts, True
                 if heap and heap[0][0] <= ts:
@@ -370,7 +370,7 @@ class Analyzer:
                     self.truncated_packets += 1
                     file, local = self.place(number)
                     f = TRUNCATED_PACKET(f"packet {local}{f' of {file}' if file else ''} was cut by the snap "
-                                         f"length ({len(data)} of {pkt.orig_len} bytes captured)")
+                                         f"length ({len(data)} of {orig_len} bytes captured)")
                     f.frame = number
                     self.capture_findings[f.severity] += 1
                     yield f

@@ -133,8 +133,8 @@ class LinkDecoder:
         return text
 
     def decode(self, pkt: RawPacket) -> TcpSegment | None:
-        data = pkt.data
-        lt = pkt.linktype
+        """``pkt``: a RawPacket, or a plain tuple of its fields (read_packets' ``plain``)."""
+        _, _, lt, data, orig_len = pkt
         try:
             if lt == LINKTYPE_ETHERNET:
                 off, etype = 12, _u16(data, 12)[0]
@@ -159,9 +159,9 @@ class LinkDecoder:
                 self.unknown_linktype.add(lt)
                 return None
             if etype == ETH_IPV4:
-                return self._ipv4(data, off, pkt.orig_len - len(data))
+                return self._ipv4(data, off, orig_len - len(data))
             if etype == ETH_IPV6:
-                return self._ipv6(data, off, pkt.orig_len - len(data))
+                return self._ipv6(data, off, orig_len - len(data))
             self.non_tcp += 1
             return None
         except (struct.error, IndexError):

@@ -1,4 +1,5 @@
-"""The pcapng reader's hot loop (whole Enhanced Packet Blocks straight from the window) reads
+"""The pcapng reader's hot loop (whole Enhanced Packet Blocks straight from the window, read by
+analyzer/capture_records.py, compiled where it can be) reads
 exactly what its general path reads: the same packets, then the same error, on every bundled
 capture rewritten as pcapng and on files built to hit every other branch (byte orders, several
 sections and interfaces, other block types, corruption at every byte, cuts, refills that split
@@ -53,7 +54,7 @@ def as_pcapng(packets: Iterable[RawPacket], endian: str = "<") -> bytes:
     return b"".join(out)
 
 
-def read(data: bytes, hot: bool, chunk: int | None = None) -> tuple[list[tuple], str | None]:
+def read(data: bytes, hot: bool, chunk: int | None = None, plain: bool = False) -> tuple[list[tuple], str | None]:
     """Every packet read from ``data`` (as plain tuples), then the error message or None."""
     old = capture.CHUNK
     if chunk is not None:
@@ -61,8 +62,8 @@ def read(data: bytes, hot: bool, chunk: int | None = None) -> tuple[list[tuple],
     got: list[tuple] = []
     try:
         ch = capture._Chunks(io.BytesIO(data[4:]), data[:4])
-        for p in capture._read_pcapng("f.pcapng", ch, hot=hot):
-            assert type(p) is RawPacket
+        for p in capture._read_pcapng("f.pcapng", ch, hot=hot, plain=plain):
+            assert type(p) is (tuple if plain else RawPacket)
             got.append(tuple(p))
     except CaptureError as exc:
         return got, str(exc)
@@ -74,6 +75,7 @@ def read(data: bytes, hot: bool, chunk: int | None = None) -> tuple[list[tuple],
 def same(data: bytes, chunk: int | None = None) -> tuple[list[tuple], str | None]:
     hot = read(data, True, chunk)
     assert hot == read(data, False, chunk)
+    assert hot == read(data, True, chunk, plain=True)  # the engine's plain tuples
     return hot
 
 
