@@ -24,7 +24,6 @@ format in :mod:`analyzer.checkpoint`. Their public names are importable from her
 from __future__ import annotations
 
 import math
-import struct
 from collections import Counter, OrderedDict, deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -53,10 +52,7 @@ from analyzer.flows import (
 from analyzer.packets import (
     ACK,
     FIN,
-    IP4_KEY,
     IP4TCP_BY_LINK,
-    IP6_KEY,
-    IP6TCP,
     RST,
     SYN,
     LinkDecoder,
@@ -67,6 +63,7 @@ from analyzer.protocol_choice import SNIFF_LIMIT, SNIFF_THRESHOLD, best_guess, p
 from analyzer.reassembly import GAP, Data, Gap, Note
 from analyzer.reassembly import RULES as TCP_RULES
 from analyzer.registry import load_dissectors
+from analyzer.tcp_heads import known_segment
 from analyzer.wakeups import Wakeups
 
 __all__ = [
@@ -296,10 +293,6 @@ class Analyzer:
         fast = self._fast_segment
         heap = self._heap
         by_link = IP4TCP_BY_LINK
-        ip6tcp = IP6TCP.unpack_from
-        k4, k4end = IP4_KEY
-        k6, k6end = IP6_KEY
-        struct_error = struct.error
         # Counters live in locals in the loop and are written back before anything is yielded.
         count = self.packets
         ts = self.last_ts
@@ -315,53 +308,38 @@ class Analyzer:
                     # Capture time reached a conversation's deadline or idle expiry.
                     self.packets, self.last_ts = count, ts
                     yield from self._timers(ts)
-                # The shape of nearly every packet (IPv4 without options, TCP, on a fixed-length link
-                # header, in a conversation already under way) goes without building a TcpSegment.
+                # The shape of nearly every packet (IPv4 without options or IPv6 without extension
+                # headers, TCP, on a fixed-length link header, in a conversation already under way)
+                # goes without building a TcpSegment.
                 link = by_link.get(linktype)
                 if link is not None:
-                    at, off, layout = link
-                    hit = None
-                    try:
-                        if data[at] == 0x86 and data[at + 1] == 0xDD:  # IPv6
-                            vtf, plen, proto, seq, ack, doff, flags = ip6tcp(data, off)
-                            if vtf >> 28 == 6 and proto == 6:
-                                hit = fastmap.get(data[off + k6:off + k6end])
-                                end = off + 40 + plen
-                                start = off + 40 + (doff >> 4) * 4
-                        else:
-                            etype, vihl, total, frag, proto, seq, ack, doff, flags = layout.unpack_from(data, at)
-                            if etype == 0x0800 and vihl == 0x45 and proto == 6 and not frag & 0x3FFF:
-                                hit = fastmap.get(data[off + k4:off + k4end])
-                                end = off + total
-                                start = off + 20 + (doff >> 4) * 4
-                    except (struct_error, IndexError):
-                        hit = None
-                    if (hit is not None and not flags & _SYN_FIN_RST and doff >= 0x50
-                            and start <= end <= len(data)):
-                        conv = hit.conv
-                        if conv.foreign:  # another shard's: counted, no more (before the payload is cut)
-                            info = conv.info
-                            info.packets += 1
-                            info.last_ts = ts
-                            _foreign_bytes(conv, hit, end - start)
+                    got = known_segment(data, link, fastmap)
+                    if got is not None:
+                        hit, seq, ack, flags, start, end = got
+                        if not flags & _SYN_FIN_RST:
+                            conv = hit.conv
+                            if conv.foreign:  # another shard's: counted, no more (before the payload is cut)
+                                info = conv.info
+                                info.packets += 1
+                                info.last_ts = ts
+                                _foreign_bytes(conv, hit, end - start)
+                                continue
+                            out = fast(hit, seq, ack, flags, data[start:end], number, ts)
+                            if out:
+                                self.packets, self.last_ts = count, ts
+                                yield from out
                             continue
-                        out = fast(hit, seq, ack, flags, data[start:end], number, ts)
-                        if out:
+                        if flags & _SYN_ACK != SYN:
+                            # A SYN-ACK, FIN or RST of a known conversation: the general path's steps
+                            # without building a TcpSegment and looking the conversation up again (a
+                            # bare SYN may start a new conversation on the 4-tuple: not here).
+                            conv = hit.conv
                             self.packets, self.last_ts = count, ts
-                            yield from out
-                        continue
-                    if (hit is not None and flags & _SYN_ACK != SYN and doff >= 0x50
-                            and start <= end <= len(data)):
-                        # A SYN-ACK, FIN or RST of a known conversation: the general path's steps
-                        # without building a TcpSegment and looking the conversation up again (a
-                        # bare SYN may start a new conversation on the 4-tuple: not here).
-                        conv = hit.conv
-                        self.packets, self.last_ts = count, ts
-                        yield from self._on_segment(conv, _C2S if conv.c2s is hit else _S2C, seq, ack, flags,
-                                                    data[start:end], number, ts)
-                        if self._startup_errors:
-                            yield from self._pop_startup_errors()
-                        continue
+                            yield from self._on_segment(conv, _C2S if conv.c2s is hit else _S2C, seq, ack, flags,
+                                                        data[start:end], number, ts)
+                            if self._startup_errors:
+                                yield from self._pop_startup_errors()
+                            continue
                 seg = decode(pkt)
                 if seg is None:
                     continue

@@ -33,24 +33,12 @@ IPV6_EXT = frozenset((0, 43, 60, 51, 135, 139, 140))
 
 _u16 = struct.Struct("!H").unpack_from
 _tcp = struct.Struct("!HHIIBB").unpack_from
-#: IPv4 without options and the TCP header after it, in one call: the shape of nearly every packet
-#: (version/IHL, total length, fragment bits, protocol, seq, ack, offset, flags). The addresses and
-#: ports are skipped: the engine takes them as one slice, the flow key (:func:`flow_key`).
-_IP4TCP_FIELDS = "BxH2xHxB2x12xIIBB"
-#: IPv6 without extension headers and the TCP header after it (version/class/flow, payload length,
-#: next header, seq, ack, offset, flags); addresses and ports skipped as for IPv4.
-_IP6TCP_FIELDS = "IHBx36xIIBB"
 _FIXED_LINKS = {LINKTYPE_ETHERNET: (14, 12), LINKTYPE_SLL2: (20, 0), LINKTYPE_SLL: (16, 14)}
 #: Link types whose header has a fixed length and a fixed EtherType position -> (EtherType position,
-#: IP header position, struct reading the EtherType and then the IPv4 and TCP headers).
-IP4TCP_BY_LINK = {lt: (at, off, struct.Struct(f"!H{off - at - 2}x{_IP4TCP_FIELDS}"))
-                  for lt, (off, at) in _FIXED_LINKS.items()}
-#: The IPv6 and TCP headers, read at the IP header position of the same link types.
-IP6TCP = struct.Struct(f"!{_IP6TCP_FIELDS}")
-#: Where the flow key lies from the IP header's start: source and destination addresses then the
-#: TCP ports are contiguous on the wire when the IP header has no options or extension headers.
-IP4_KEY = (12, 24)
-IP6_KEY = (8, 44)
+#: IP header position): the engine's packet loop reads the IPv4 or IPv6 and TCP headers of their
+#: packets in one call (analyzer/tcp_heads.py), the flow key as one slice: the addresses and then
+#: the ports are contiguous on the wire when the IP header has no options or extension headers.
+IP4TCP_BY_LINK = {lt: (at, off) for lt, (off, at) in _FIXED_LINKS.items()}
 _ports = struct.Struct("!HH").pack
 
 
