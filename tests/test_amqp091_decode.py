@@ -233,7 +233,8 @@ def test_entries_are_clean_agrees_with_check_table() -> None:
     limit) whole, cut short and with bytes changed at random."""
     import random
 
-    from dissectors.amqp091.wire import TableNotes, check_table, encode_entries, entries_are_clean
+    from dissectors.amqp091.clean_tables import entries_are_clean
+    from dissectors.amqp091.wire import TableNotes, check_table, encode_entries
     from dissectors.schema import DecodeError
 
     rng = random.Random(15)

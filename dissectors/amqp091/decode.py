@@ -16,6 +16,7 @@ from analyzer.bytevalue import printable
 from analyzer.jsonout import fields_json, leaves_json, max_value
 from analyzer.jsonout import plain as json_plain
 from dissectors.amqp091 import rules as R
+from dissectors.amqp091.clean_tables import entries_are_clean
 from dissectors.amqp091.codes import (
     FRAME_MIN_SIZE,
     FRAME_TYPES,
@@ -26,7 +27,7 @@ from dissectors.amqp091.codes import (
 from dissectors.amqp091.fast import FAST, INFO_ARGS
 from dissectors.amqp091.methods import CLASSES, LEGACY_CLASSES, METHODS, Method
 from dissectors.amqp091.properties import decode_properties, scan_properties
-from dissectors.amqp091.wire import TABLE, TableNotes, entries_are_clean, table_string_entries
+from dissectors.amqp091.wire import TABLE, TableNotes, table_string_entries
 from dissectors.kit.lazy import QUICK_INFO, QUICK_JSON, LazyFrame
 from dissectors.kit.memo import remember
 from dissectors.schema import Bit, DecodeError, Int, Prefixed, Struct, leaves_only
@@ -249,7 +250,7 @@ del _code, _meth, _parts, _run, _f
 def _clean_values(parts: tuple[Struct | str, ...], data: bytes, end: int) -> dict[str, Any] | None:
     """The argument values of a method with field tables (a table's value is None, as in its
     tree) when they fill the frame exactly and every table is clean: nothing in it that the tree
-    reader would note (wire.entries_are_clean). None otherwise: the tree reader then says what
+    reader would note (clean_tables.entries_are_clean). None otherwise: the tree reader then says what
     is wrong. Values the checks read (none of them is inside a table) come without the tables'
     Field trees: a connection's handshake and declarations stay lazy like the other methods."""
     values: dict[str, Any] = {}

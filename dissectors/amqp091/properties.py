@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from analyzer.api import Field
-from dissectors.amqp091.wire import OCTET, SHORTSTR, TABLE, TIMESTAMP, check_table, entries_are_clean
+from dissectors.amqp091.clean_tables import entries_are_clean
+from dissectors.amqp091.wire import OCTET, SHORTSTR, TABLE, TIMESTAMP, check_table
 from dissectors.kit.catalog import snake
 from dissectors.kit.memo import remember
 from dissectors.schema import DecodeError, F

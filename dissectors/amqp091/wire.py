@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from analyzer.api import Field
+from dissectors.amqp091 import clean_tables
 from dissectors.kit.memo import remember
 from dissectors.schema import DecodeError, F, Int, Prefixed, WireType
 
@@ -402,44 +403,13 @@ def _check_entries(buf: bytes, off: int, end: int, depth: int, named: bool) -> N
 
 #: Fixed-size tags that carry no note (the spec-only U and L are left to check_table).
 _CLEAN_SIZES = {t: n for t, n in _SIZES.items() if t not in _SPEC_ONLY_CODES}
-#: entries_are_clean's one lookup per value: a fixed size (>= 0), or how a u32-prefixed value goes
-#: on: _LONG (S, x: skipped), _TABLE (F) or _ARRAY (A) (checked inside).
-_LONG, _TABLE, _ARRAY = -1, -2, -3
-_CLEAN_TAGS = {**_CLEAN_SIZES, 0x53: _LONG, 0x78: _LONG, 0x46: _TABLE, 0x41: _ARRAY}
-
-
-def entries_are_clean(buf: bytes, off: int, end: int, depth: int, named: bool) -> bool:
-    """Whether the entries (``named``) or items of a table/array filling [off, end) are such that
-    check_table would neither raise nor note anything about them.
-
-    The hot path's shortcut: no entry name is decoded (names only appear in notes). When this
-    says False, check_table is run to say what is wrong. Runs for every message whose property
-    bytes were not seen lately (per-message ids, timestamps, headers), so one lookup per value.
-    """
-    tags = _CLEAN_TAGS
-    while off < end:
-        if named:
-            off += 1 + buf[off]
-            if off >= end:  # the name overruns, or no type tag follows it
-                return False
-        size = tags.get(buf[off])
-        off += 1
-        if size is None:
-            return False
-        if size >= 0:
-            off += size
-            if off > end:
-                return False
-            continue
-        if off + 4 > end:
-            return False
-        stop = off + 4 + _U32.unpack_from(buf, off)[0]
-        if stop > end:
-            return False
-        if size != _LONG and (depth > 32 or not entries_are_clean(buf, off + 4, stop, depth + 1, size == _TABLE)):
-            return False
-        off = stop
-    return True
+# entries_are_clean (compiled: dissectors/amqp091/clean_tables.py) looks each value's tag up in
+# its table, filled here: a fixed size, or how a u32-prefixed value goes on.
+for _tag, _size in _CLEAN_SIZES.items():
+    clean_tables.SIZES[_tag] = _size
+for _tag, _how in ((0x53, clean_tables.LONG), (0x78, clean_tables.LONG), (0x46, clean_tables.TABLE),
+                   (0x41, clean_tables.ARRAY)):
+    clean_tables.SIZES[_tag] = _how
 
 
 def table_string_entries(buf: bytes, off: int, names: tuple[str, ...]) -> tuple[Any, ...] | None:
