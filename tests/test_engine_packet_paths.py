@@ -52,12 +52,16 @@ def test_every_bundled_capture_decodes_alike_on_both_paths(capture: str, monkeyp
     assert shortcut == general
 
 
-def _endings() -> list[TcpConversation]:
+#: Client and server addresses of the made-up conversations, over IPv4 and over IPv6.
+HOSTS = {"ipv4": ("10.9.0.{}", "10.9.1.1"), "ipv6": ("2001:db8::{}", "2001:db8:1::1")}
+
+
+def _endings(hosts: tuple[str, str] = HOSTS["ipv4"]) -> list[TcpConversation]:
     """Conversations that end in every way the general steps tell apart."""
     convs = []
 
     def conv(i: int) -> TcpConversation:
-        c = TcpConversation((f"10.9.0.{i}", 41000 + i), ("10.9.1.1", 5672), ts=1_000.0 + i)
+        c = TcpConversation((hosts[0].format(i), 41000 + i), (hosts[1], 5672), ts=1_000.0 + i)
         convs.append(c)
         return c
 
@@ -96,18 +100,20 @@ def _endings() -> list[TcpConversation]:
     return convs
 
 
+@pytest.mark.parametrize("family", sorted(HOSTS))
 @pytest.mark.parametrize("shard", [None, (0, 2), (1, 2)])
 def test_every_ending_alike_on_both_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                          shard: tuple[int, int] | None) -> None:
+                                          shard: tuple[int, int] | None, family: str) -> None:
+    hosts = HOSTS[family]
     path = tmp_path / "endings.pcap"
-    write_capture(str(path), _endings())
+    write_capture(str(path), _endings(hosts))
     # The port of a closed conversation used again: a new conversation on the same 4-tuple.
-    again = TcpConversation(("10.9.0.1", 41001), ("10.9.1.1", 5672), ts=2_000.0, isn_client=90_000)
+    again = TcpConversation((hosts[0].format(1), 41001), (hosts[1], 5672), ts=2_000.0, isn_client=90_000)
     again.handshake()
     again.send("c2s", b"AMQP\x00\x00\x09\x01")
     again.close()
     both = tmp_path / "both.pcap"
-    write_capture(str(both), [*_endings(), again])
+    write_capture(str(both), [*_endings(hosts), again])
     for p in (path, both):
         shortcut, general = _both(str(p), monkeypatch, shard)
         assert shortcut == general
