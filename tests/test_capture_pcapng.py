@@ -7,7 +7,6 @@ blocks anywhere)."""
 
 from __future__ import annotations
 
-import io
 import random
 import struct
 from collections.abc import Iterable
@@ -16,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from analyzer import capture
-from analyzer.capture import CaptureError, RawPacket, read_packets
+from analyzer.capture import RawPacket, read_packets
+from tests.capture_reading import same
 
 ROOT = Path(__file__).parent.parent
 BUNDLED = sorted(p for p in (ROOT / "captures").rglob("*.pcap") if p.read_bytes()[:4] == b"\xd4\xc3\xb2\xa1")
@@ -52,31 +52,6 @@ def as_pcapng(packets: Iterable[RawPacket], endian: str = "<") -> bytes:
     out = [shb(endian), idb(1, endian)]
     out += [epb(0, round(p.ts * 1e6), p.data, endian, p.orig_len) for p in packets]
     return b"".join(out)
-
-
-def read(data: bytes, hot: bool, chunk: int | None = None, plain: bool = False) -> tuple[list[tuple], str | None]:
-    """Every packet read from ``data`` (as plain tuples), then the error message or None."""
-    old = capture.CHUNK
-    if chunk is not None:
-        capture.CHUNK = chunk
-    got: list[tuple] = []
-    try:
-        ch = capture._Chunks(io.BytesIO(data[4:]), data[:4])
-        for p in capture._read_pcapng("f.pcapng", ch, hot=hot, plain=plain):
-            assert type(p) is (tuple if plain else RawPacket)
-            got.append(tuple(p))
-    except CaptureError as exc:
-        return got, str(exc)
-    finally:
-        capture.CHUNK = old
-    return got, None
-
-
-def same(data: bytes, chunk: int | None = None) -> tuple[list[tuple], str | None]:
-    hot = read(data, True, chunk)
-    assert hot == read(data, False, chunk)
-    assert hot == read(data, True, chunk, plain=True)  # the engine's plain tuples
-    return hot
 
 
 @pytest.mark.parametrize("path", BUNDLED[::4], ids=lambda p: p.name)

@@ -7,7 +7,6 @@ tests/test_capture_pcapng.py holds the same for pcapng."""
 
 from __future__ import annotations
 
-import io
 import random
 import struct
 from collections.abc import Iterable
@@ -16,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from analyzer import capture, capture_records
-from analyzer.capture import CaptureError, RawPacket, read_packets
+from analyzer.capture import RawPacket, read_packets
+from tests.capture_reading import read, same
 
 ROOT = Path(__file__).parent.parent
 BUNDLED = sorted(p for p in (ROOT / "captures").rglob("*.pcap") if p.read_bytes()[:4] == b"\xd4\xc3\xb2\xa1")
@@ -30,30 +30,6 @@ def as_pcap(packets: Iterable[RawPacket], endian: str = "<", digits: int = 6, li
         sec, frac = divmod(units, 10**digits)
         out.append(struct.pack(endian + "IIII", sec, frac, len(p.data), p.orig_len) + p.data)
     return b"".join(out)
-
-
-def read(data: bytes, hot: bool, chunk: int | None = None, plain: bool = False) -> tuple[list[tuple], str | None]:
-    """Every packet read from ``data`` (as plain tuples), then the error message or None."""
-    old = capture.CHUNK
-    if chunk is not None:
-        capture.CHUNK = chunk
-    got: list[tuple] = []
-    try:
-        for p in capture._read(None, io.BytesIO(data), "f.pcap", "capture file", None, hot=hot, plain=plain):
-            assert type(p) is (tuple if plain else RawPacket)
-            got.append(tuple(p))
-    except CaptureError as exc:
-        return got, str(exc)
-    finally:
-        capture.CHUNK = old
-    return got, None
-
-
-def same(data: bytes, chunk: int | None = None) -> tuple[list[tuple], str | None]:
-    hot = read(data, True, chunk)
-    assert hot == read(data, False, chunk)
-    assert hot == read(data, True, chunk, plain=True)
-    return hot
 
 
 def small() -> bytes:
