@@ -32,16 +32,10 @@ def pcap_records(buf: bytes, pos: int, number: int, big: bool, unit: float, link
     have = len(buf)
     last = number + BATCH
     while pos + 16 <= have and number < last:
-        if big:
-            sec = (buf[pos] << 24) | (buf[pos + 1] << 16) | (buf[pos + 2] << 8) | buf[pos + 3]
-            frac = (buf[pos + 4] << 24) | (buf[pos + 5] << 16) | (buf[pos + 6] << 8) | buf[pos + 7]
-            incl = (buf[pos + 8] << 24) | (buf[pos + 9] << 16) | (buf[pos + 10] << 8) | buf[pos + 11]
-            orig = (buf[pos + 12] << 24) | (buf[pos + 13] << 16) | (buf[pos + 14] << 8) | buf[pos + 15]
-        else:
-            sec = (buf[pos + 3] << 24) | (buf[pos + 2] << 16) | (buf[pos + 1] << 8) | buf[pos]
-            frac = (buf[pos + 7] << 24) | (buf[pos + 6] << 16) | (buf[pos + 5] << 8) | buf[pos + 4]
-            incl = (buf[pos + 11] << 24) | (buf[pos + 10] << 16) | (buf[pos + 9] << 8) | buf[pos + 8]
-            orig = (buf[pos + 15] << 24) | (buf[pos + 14] << 16) | (buf[pos + 13] << 8) | buf[pos + 12]
+        sec = _u32(buf, pos, big)
+        frac = _u32(buf, pos + 4, big)
+        incl = _u32(buf, pos + 8, big)
+        orig = _u32(buf, pos + 12, big)
         start = pos + 16
         end = start + incl
         if end > have:
@@ -66,22 +60,13 @@ def pcapng_records(buf: bytes, pos: int, number: int, big: bool, linktypes: list
     known = len(linktypes)
     last = number + BATCH
     while pos + 28 <= have and number < last:
-        if big:
-            btype = (buf[pos] << 24) | (buf[pos + 1] << 16) | (buf[pos + 2] << 8) | buf[pos + 3]
-            blen = (buf[pos + 4] << 24) | (buf[pos + 5] << 16) | (buf[pos + 6] << 8) | buf[pos + 7]
-            iface = (buf[pos + 8] << 24) | (buf[pos + 9] << 16) | (buf[pos + 10] << 8) | buf[pos + 11]
-            hi = (buf[pos + 12] << 24) | (buf[pos + 13] << 16) | (buf[pos + 14] << 8) | buf[pos + 15]
-            lo = (buf[pos + 16] << 24) | (buf[pos + 17] << 16) | (buf[pos + 18] << 8) | buf[pos + 19]
-            cap = (buf[pos + 20] << 24) | (buf[pos + 21] << 16) | (buf[pos + 22] << 8) | buf[pos + 23]
-            orig = (buf[pos + 24] << 24) | (buf[pos + 25] << 16) | (buf[pos + 26] << 8) | buf[pos + 27]
-        else:
-            btype = (buf[pos + 3] << 24) | (buf[pos + 2] << 16) | (buf[pos + 1] << 8) | buf[pos]
-            blen = (buf[pos + 7] << 24) | (buf[pos + 6] << 16) | (buf[pos + 5] << 8) | buf[pos + 4]
-            iface = (buf[pos + 11] << 24) | (buf[pos + 10] << 16) | (buf[pos + 9] << 8) | buf[pos + 8]
-            hi = (buf[pos + 15] << 24) | (buf[pos + 14] << 16) | (buf[pos + 13] << 8) | buf[pos + 12]
-            lo = (buf[pos + 19] << 24) | (buf[pos + 18] << 16) | (buf[pos + 17] << 8) | buf[pos + 16]
-            cap = (buf[pos + 23] << 24) | (buf[pos + 22] << 16) | (buf[pos + 21] << 8) | buf[pos + 20]
-            orig = (buf[pos + 27] << 24) | (buf[pos + 26] << 16) | (buf[pos + 25] << 8) | buf[pos + 24]
+        btype = _u32(buf, pos, big)
+        blen = _u32(buf, pos + 4, big)
+        iface = _u32(buf, pos + 8, big)
+        hi = _u32(buf, pos + 12, big)
+        lo = _u32(buf, pos + 16, big)
+        cap = _u32(buf, pos + 20, big)
+        orig = _u32(buf, pos + 24, big)
         if (btype != 6 or not 32 + cap <= blen <= limit or blen % 4 or pos + blen > have
                 or iface >= known):
             break
@@ -93,3 +78,10 @@ def pcapng_records(buf: bytes, pos: int, number: int, big: bool, linktypes: list
             out.append(new(kind, (number, ts, linktypes[iface], buf[pos + 28:pos + 28 + cap], orig)))
         pos += blen
     return pos
+
+
+def _u32(buf: bytes, at: int, big: bool) -> int:
+    """The unsigned 32-bit number at ``at``, in the file's byte order (``big``)."""
+    if big:
+        return (buf[at] << 24) | (buf[at + 1] << 16) | (buf[at + 2] << 8) | buf[at + 3]
+    return (buf[at + 3] << 24) | (buf[at + 2] << 16) | (buf[at + 1] << 8) | buf[at]
