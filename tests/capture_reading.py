@@ -5,6 +5,7 @@ from the window against the general path, and plain tuples against RawPackets.""
 from __future__ import annotations
 
 import io
+import random
 
 from analyzer import capture
 from analyzer.capture import CaptureError, RawPacket
@@ -34,3 +35,17 @@ def same(data: bytes, chunk: int | None = None) -> tuple[list[tuple], str | None
     assert hot == read(data, False, chunk)
     assert hot == read(data, True, chunk, plain=True)
     return hot
+
+
+def corrupted_alike(data: bytes, seed: int) -> int:
+    """``same`` on ``data`` with each byte after the magic set to 0, 0xFF and a random value in
+    turn (a third of them read through windows of 61 bytes); how many of those gave an error."""
+    rng = random.Random(seed)
+    errors = 0
+    for at in range(4, len(data)):
+        for value in (0, 0xFF, rng.randrange(256)):
+            bad = bytearray(data)
+            bad[at] = value
+            _, err = same(bytes(bad), chunk=61 if at % 3 == 0 else None)
+            errors += err is not None
+    return errors
