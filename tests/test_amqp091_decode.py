@@ -207,6 +207,7 @@ def test_clean_content_type_remembers_answers_by_bytes_and_stays_bounded() -> No
     answer must be the computed one for every input, clean or not, and the memory bounded."""
     import random
 
+    from dissectors.amqp091 import clean_properties as C
     from dissectors.amqp091 import properties as P
 
     rng = random.Random(91)
@@ -217,14 +218,57 @@ def test_clean_content_type_remembers_answers_by_bytes_and_stays_bounded() -> No
         if rng.random() < 0.5:
             props = bytes(rng.randrange(256) if rng.random() < 0.1 else b for b in props)
         data = b"\x02" * 19 + props + b"\xce"
-        want = P._clean_content_type(data, 19, 19 + len(props))
-        assert P.clean_content_type(data, 19, 19 + len(props)) == want
-        assert P.clean_content_type(data, 19, 19 + len(props)) == want  # the remembered answer
-        assert len(P._CLEAN_SEEN) <= P._CLEAN_SEEN_MAX
+        want = C.content_type_if_clean(data, 19, 19 + len(props))
+        assert C.clean_content_type(data, 19, 19 + len(props)) == want
+        assert C.clean_content_type(data, 19, 19 + len(props)) == want  # the remembered answer
+        assert len(C.CLEAN_SEEN) <= C.CLEAN_SEEN_MAX
+        if want is not None:  # clean: the general path's scan passes it without a word
+            assert P.scan_properties(data, 19, 19 + len(props)) == (want, [], 19 + len(props))
     long_props = b"\x80\x00" + bytes([255]) + b"t" * 255 + b"\x00" * 10
     data = b"\x02" * 19 + long_props + b"\xce"
-    P.clean_content_type(data, 19, 19 + len(long_props))
-    assert bytes(long_props) not in P._CLEAN_SEEN  # long lists are not kept
+    C.clean_content_type(data, 19, 19 + len(long_props))
+    assert bytes(long_props) not in C.CLEAN_SEEN  # long lists are not kept
+
+
+def test_clean_properties_are_those_the_general_scan_passes_without_a_word() -> None:
+    """clean_content_type (the hot path's test, compiled where it can be) says clean only of
+    property lists that scan_properties passes with no problem and that fill their span, and
+    gives the content type the scan reads: every flag word's property mix, whole, cut and with
+    octets changed at random."""
+    import random
+
+    from dissectors.amqp091 import clean_properties as C
+    from dissectors.amqp091 import properties as P
+
+    rng = random.Random(9191)
+    values = {"content_type": "application/json", "content_encoding": "gzip", "headers": {"k": "v", "n": 7},
+              "delivery_mode": 2, "priority": 5, "correlation_id": "c-1", "reply_to": "amq.rabbitmq.reply-to",
+              "expiration": "60000", "message_id": "m-42", "timestamp": 1700000000, "type": "order",
+              "user_id": "guest", "app_id": "bench"}
+    names = list(values)
+    changed = 0
+    for _ in range(3000):
+        chosen = {n: values[n] for n in names if rng.random() < 0.5}
+        sent = props = P.encode_properties(chosen)
+        if rng.random() < 0.4:
+            props = bytes(rng.randrange(256) if rng.random() < 0.05 else b for b in props)
+        if rng.random() < 0.2:
+            props = props[:rng.randrange(len(props) + 1)]
+        data = b"\x02" * 19 + props + b"\xce"
+        end = 19 + len(props)
+        got = C.content_type_if_clean(data, 19, end)
+        if props == sent:  # as a client sends them: clean
+            assert got == chosen.get("content_type", ""), chosen
+            continue
+        changed += 1
+        if got is not None:
+            assert P.scan_properties(data, 19, end) == (got, [], end), props
+    assert changed > 500
+    # Header tables the scan objects to (an unknown type tag, a nested one, an overrun) are not clean.
+    for table in (b"\x01kZ", b"\x01kF\x00\x00\x00\x03\x01jZ", b"\x01kS\x00\x00\x00\x09ab"):
+        props = b"\x20\x00" + len(table).to_bytes(4, "big") + table
+        data = b"\x02" * 19 + props + b"\xce"
+        assert C.content_type_if_clean(data, 19, 19 + len(props)) is None, table
 
 
 def test_entries_are_clean_agrees_with_check_table() -> None:

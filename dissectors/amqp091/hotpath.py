@@ -16,6 +16,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from analyzer.api import Direction, Event, FrameRef
+from dissectors.amqp091.clean_properties import clean_content_type
 from dissectors.amqp091.codes import FRAME_END
 from dissectors.amqp091.decode import (
     BODY_KEEP,
@@ -33,7 +34,6 @@ from dissectors.amqp091.fast import FAST
 from dissectors.amqp091.framing import KNOWN_TYPES, Side
 from dissectors.amqp091.machines import CHANNEL, CLOSE, CLOSE_OK, CLOSED, HS_DONE, NEW, OPEN, OPEN_M, OPEN_OK
 from dissectors.amqp091.methods import METHODS, RESPONSE_CODES, Method
-from dissectors.amqp091.properties import clean_content_type
 from dissectors.amqp091.tracking import ACTIONS
 from dissectors.kit.lazy import LazyFrame
 

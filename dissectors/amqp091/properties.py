@@ -7,10 +7,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from analyzer.api import Field
-from dissectors.amqp091.clean_tables import entries_are_clean
+from dissectors.amqp091 import clean_properties
 from dissectors.amqp091.wire import OCTET, SHORTSTR, TABLE, TIMESTAMP, check_table
 from dissectors.kit.catalog import snake
-from dissectors.kit.memo import remember
 from dissectors.schema import DecodeError, F
 
 #: Property order on the wire with the flag bit of each (bit 15 of the first word = first property).
@@ -34,7 +33,6 @@ PROPERTY_NAMES = tuple(spec.name for _, spec in PROPERTIES)
 _MASKS = {spec.name: bit for bit, spec in PROPERTIES}
 
 _HEAD = struct.Struct(">HHQH")
-_U32 = struct.Struct(">I").unpack_from
 
 
 def _continuation(buf: bytes | memoryview, off: int, end: int, flags: int, problems: list[str]) -> int:
@@ -156,73 +154,6 @@ def _plan(flags: int) -> tuple[tuple[int, int], ...]:
     return tuple(out)
 
 
-#: flag word -> kinds (as in _PLANS) of the properties after content-type; None: not a clean word.
-_REST_KINDS: dict[int, tuple[int, ...] | None] = {}
-_NOT_SEEN: Any = object()
-
-
-#: clean_content_type's answers by property bytes: a publisher sends the same properties message
-#: after message, so most headers are answered by one lookup. Bounded: short lists only, and
-#: emptied when full.
-_CLEAN_SEEN: dict[bytes, str | None] = {}
-_CLEAN_KEY_MAX = 256
-_CLEAN_SEEN_MAX = 1024
-
-
-def clean_content_type(buf: bytes, off: int, end: int) -> str | None:
-    """The content type of a property list that scan_properties would pass without a word
-    (no problem, no table note) and that fills [off, end) exactly; None otherwise.
-
-    The hot path's shortcut for the headers of busy connections: when this says None, the
-    general path runs scan_properties to say what is wrong. A function of the bytes alone, so
-    the answer for bytes seen before is remembered.
-    """
-    if end - off > _CLEAN_KEY_MAX:
-        return _clean_content_type(buf, off, end)
-    key = bytes(buf[off:end])
-    got = _CLEAN_SEEN.get(key, _NOT_SEEN)
-    if got is _NOT_SEEN:
-        got = remember(_CLEAN_SEEN, key, _clean_content_type(buf, off, end), _CLEAN_SEEN_MAX)
-    return got
-
-
-def _clean_content_type(buf: bytes, off: int, end: int) -> str | None:
-    if off + 2 > end:
-        return None
-    flags = buf[off] << 8 | buf[off + 1]
-    kinds = _REST_KINDS.get(flags, _NOT_SEEN)
-    if kinds is _NOT_SEEN:
-        kinds = _REST_KINDS[flags] = _rest_kinds(flags)
-    if kinds is None:
-        return None
-    off += 2
-    content_type = ""
-    if flags & 0x8000:
-        if off >= end:
-            return None
-        stop = off + 1 + buf[off]
-        if stop > end:
-            return None
-        content_type = str(buf[off + 1:stop], "utf-8", "replace")
-        off = stop
-    # A fixed run may step past ``end``: the next bounded read or the final test says so.
-    for kind in kinds:
-        if kind > 0:
-            off += kind
-        elif off >= end:
-            return None
-        elif kind == 0:  # shortstr
-            off += 1 + buf[off]
-        else:  # table: u32 length, then entries
-            if off + 4 > end:
-                return None
-            stop = off + 4 + _U32(buf, off)[0]
-            if stop > end or not entries_are_clean(buf, off + 4, stop, 0, True):
-                return None
-            off = stop
-    return content_type if off == end else None
-
-
 def _rest_kinds(flags: int) -> tuple[int, ...] | None:
     if flags & 0x0003:  # a continuation word or the reserved bit: scan_properties has a word to say
         return None
@@ -236,3 +167,7 @@ def _rest_kinds(flags: int) -> tuple[int, ...] | None:
         else:
             kinds.append(kind)
     return tuple(kinds)
+
+
+#: The hot path's property test (clean_properties) learns each flag word's kinds from here.
+clean_properties.KINDS_OF.append(_rest_kinds)
