@@ -741,7 +741,10 @@ class IggyConnection(Connection):
 
 # ---------------------------------------------------------------------- helpers
 def _flags(frame: Frame) -> int:
-    return FLAGGED if any(f.severity.rank >= 1 for f in frame.findings) else 0
+    findings = frame.findings
+    if not findings:  # nearly every request: without a generator made to say so
+        return 0
+    return FLAGGED if any(f.severity.rank >= 1 for f in findings) else 0
 
 
 def _unanswered(d: str, key: Any, pending: list[Any]) -> str | None:
