@@ -7,9 +7,10 @@ dispatch few: a change that saved 1.5-2 % of a summary's instructions by no long
 made wide by their arrow (2.3 % of AMQP/Fast's instructions in the UTF-8 encoder) gave no
 wall-clock change at all (0.5 % less time at most, within noise), so it was not kept. What the
 interpreter executes is where the time of a run goes (a third to a half of a summary's cycles on
-`perf record` are in the bytecode loop itself); this counts it per function, to tell the view's, the engine's and a
-dissector's parts of it apart. Compiled modules (analyzer/native.py) run no bytecodes: they count
-nothing, so run it on the build to measure. Tracing makes the run some 15 times slower.
+`perf record` are in the bytecode loop itself); this counts it per function, to tell the view's,
+the engine's and a dissector's parts of it apart. Compiled modules (analyzer/native.py) run no
+bytecodes: they count nothing, so run it on the build to measure. Tracing makes the run some 15
+times slower.
 
 Usage: python bench/bytecodes.py [--top N] inspect --jobs 1 -T summary FILE
 (--jobs 1: the workers of --jobs are other processes, not counted here).

@@ -30,8 +30,9 @@ def test_a_loop_counts_more_bytecodes_the_longer_it_runs() -> None:
 
 def test_a_capture_s_run_is_counted_in_the_engine_and_its_dissector() -> None:
     capture = ROOT / "captures" / "rabbitmq_stream" / "rstream_publish_confirm.pcap"
-    done = subprocess.run([sys.executable, str(ROOT / "bench" / "bytecodes.py"), "--top", "200", "inspect", "--jobs", "1",
-                           "-T", "summary", str(capture)], capture_output=True, text=True, timeout=300, check=True)
+    command = [sys.executable, str(ROOT / "bench" / "bytecodes.py"), "--top", "200",
+               "inspect", "--jobs", "1", "-T", "summary", str(capture)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=True)
     assert done.stdout.count("\n") == 41  # the summary itself, untouched: 40 frames and the footer
     counted = done.stderr.splitlines()
     assert int(counted[0].split()[0].replace(",", "")) > 10_000
