@@ -17,7 +17,7 @@ import zstandard
 from analyzer.api import Finding, Frame
 from dissectors.kit import inflate as I
 from dissectors.rabbitmq_stream import rules as R
-from dissectors.rabbitmq_stream.chunk import SUB_BATCH, TOLERANCE, simple_entry
+from dissectors.rabbitmq_stream.chunk import simple_entry
 from dissectors.rabbitmq_stream.encode import (
     Script,
     all_findings,
@@ -29,6 +29,7 @@ from dissectors.rabbitmq_stream.encode import (
     response,
     run,
 )
+from dissectors.rabbitmq_stream.sub_batch import SUB_BATCH, TOLERANCE
 
 RAW = b"".join(bytes([i % 251]) * (i % 97) for i in range(4000))  # compressible, not trivial
 MIB = 1 << 20

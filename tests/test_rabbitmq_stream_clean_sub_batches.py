@@ -1,4 +1,4 @@
-"""The memory of compressed sub-batches checked clean (chunk.check_sub_batch): a consumer is
+"""The memory of compressed sub-batches checked clean (sub_batch.check_sub_batch): a consumer is
 delivered the sub-batches its publishers sent, and each is decompressed and checked once. What a
 frame makes is the same with the memory as without it, including when the frame's decompression
 budget has no room left for a sub-batch seen clean before (it is then checked again, and the
@@ -14,7 +14,7 @@ import pytest
 from analyzer.api import Frame
 from dissectors.kit import inflate
 from dissectors.kit.memo import OctetMemo
-from dissectors.rabbitmq_stream import chunk as ch
+from dissectors.rabbitmq_stream import codecs, sub_batch
 from dissectors.rabbitmq_stream import encode as E
 from tests import replay as R
 from tests.replay import Recorded
@@ -52,18 +52,19 @@ def session() -> Recorded:
 
 
 def run(rec: Recorded, monkeypatch: pytest.MonkeyPatch, memo: OctetMemo) -> tuple[list, list, int]:
-    """The events (normalised), every frame's tree, and how many sub-batches were decompressed."""
+    """The events (normalised), every frame's tree, and how many gzip sub-batches were decompressed."""
     checked = 0
-    full = ch._sub_batch_records
+    full = codecs.DECOMPRESSORS[1]
+    assert full is not None
 
-    def counted(*args: Any) -> Any:
+    def counted(data: bytes, limit: int) -> bytes:
         nonlocal checked
         checked += 1
-        return full(*args)
+        return full(data, limit)
 
     with monkeypatch.context() as m:
-        m.setattr(ch, "_CLEAN_SUB_BATCHES", memo)
-        m.setattr(ch, "_sub_batch_records", counted)
+        m.setattr(sub_batch, "_CLEAN_SUB_BATCHES", memo)
+        m.setitem(codecs.DECOMPRESSORS, 1, counted)
         made = R.events(DISSECTOR, rec)
     return R.normal(made), [tree(ev.fields) for ev in made if isinstance(ev, Frame)], checked
 

@@ -7,7 +7,7 @@ import importlib
 import pytest
 
 from analyzer.api import Frame
-from dissectors.rabbitmq_stream import chunk as ch
+from dissectors.rabbitmq_stream import codecs
 from dissectors.rabbitmq_stream.encode import (
     Script,
     all_findings,
@@ -50,5 +50,5 @@ def test_compressed_sub_batch_decodes_with_the_real_library(codec: int, name: st
 def test_zstd_bomb_is_not_expanded_past_the_limit() -> None:
     import zstandard
     bomb = zstandard.ZstdCompressor().compress(bytes(50_000_000))
-    dec = ch.DECOMPRESSORS[4]
+    dec = codecs.DECOMPRESSORS[4]
     assert dec is not None and len(dec(bomb, 1000)) == 1000

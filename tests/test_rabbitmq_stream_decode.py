@@ -274,15 +274,16 @@ def test_commands_docs_cover_every_key() -> None:
 def test_sub_batch_records_counted_and_their_problems_worded(records: bytes, count: int, whole: int,
                                                               error: str | None,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    from dissectors.rabbitmq_stream import chunk
-    from dissectors.rabbitmq_stream.chunk import ChunkProblem, RecordsField, _sub_batch_records
+    from dissectors.rabbitmq_stream import sub_batch
+    from dissectors.rabbitmq_stream.chunk import RecordsField
+    from dissectors.rabbitmq_stream.sub_batch import ChunkProblem, sub_batch_records
 
     for shortcut in (True, False):
         if not shortcut:  # record by record
-            monkeypatch.setattr(chunk, "_uniform_end", lambda *_: -1)
+            monkeypatch.setattr(sub_batch, "SHORTCUT", False)
         problems = ChunkProblem()
         data = b"\xff" * 5 + records  # the records start after a few other bytes of the frame
-        fields, got = _sub_batch_records(data, 5, len(records), 0, count, None, 0, problems, 3)
+        fields, got = sub_batch_records(data, 5, len(records), 0, count, None, 0, problems, 3)
         assert fields == [] and got == whole and problems.errors == ([error] if error else [])
         # The records node made of them: the whole records, numbered from the first offset.
         node = RecordsField(got, 5, len(records), data, 5, 0, 100)
@@ -297,8 +298,8 @@ def test_sub_batch_records_checked_alike_with_and_without_the_shortcut(monkeypat
     import random
     import struct
 
-    from dissectors.rabbitmq_stream import chunk
-    from dissectors.rabbitmq_stream.chunk import ChunkProblem, _sub_batch_records
+    from dissectors.rabbitmq_stream import sub_batch
+    from dissectors.rabbitmq_stream.sub_batch import ChunkProblem, sub_batch_records
 
     rng = random.Random(15)
     uniform = 0
@@ -323,12 +324,12 @@ def test_sub_batch_records_checked_alike_with_and_without_the_shortcut(monkeypat
         for way in ("struct", "strided", "loop"):
             with monkeypatch.context() as m:
                 if way == "strided":
-                    m.setattr(chunk, "_PREFIXES_COUNT_MAX", 0)
+                    m.setattr(sub_batch, "_PREFIXES_COUNT_MAX", 0)
                 elif way == "loop":
-                    m.setattr(chunk, "_uniform_end", lambda *_: -1)
+                    m.setattr(sub_batch, "SHORTCUT", False)
                 problems = ChunkProblem()
-                _, got = _sub_batch_records(data, 2, len(records), 0, count, None, 0, problems, 4)
+                _, got = sub_batch_records(data, 2, len(records), 0, count, None, 0, problems, 4)
                 results.append((got, problems.errors))
         assert results[0] == results[1] == results[2], (lengths, records.hex())
     assert uniform > 1000
-    assert 0 < len(chunk._PREFIXES) <= chunk._PREFIXES_MAX
+    assert 0 < len(sub_batch._PREFIXES) <= sub_batch._PREFIXES_MAX

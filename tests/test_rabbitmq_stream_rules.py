@@ -572,11 +572,11 @@ def test_gap_then_resync_without_resync_finding() -> None:
 def test_optional_codec_is_used_when_importable(monkeypatch: pytest.MonkeyPatch) -> None:
     import struct as st
 
-    from dissectors.rabbitmq_stream import chunk as ch
+    from dissectors.rabbitmq_stream import codecs
 
     raw = b"".join(simple_entry(m) for m in MSGS)
     fake = b"ZSTD" + raw  # a stand-in codec: the dissector only calls the library's decompressor
-    monkeypatch.setitem(ch.DECOMPRESSORS, 4, lambda data, limit: data[4:4 + limit])
+    monkeypatch.setitem(codecs.DECOMPRESSORS, 4, lambda data, limit: data[4:4 + limit])
     entry = st.pack(">BHII", 0x80 | 4 << 4, 3, len(raw), len(fake)) + fake
     s = subscribe(opened())
     s.s(deliver(0, build_chunk([entry], 3, 10)))

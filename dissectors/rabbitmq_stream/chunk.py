@@ -7,19 +7,28 @@ section tree is only built when someone looks at it (renderers, JSON output, tes
 
 from __future__ import annotations
 
-import functools
 import struct
 import zlib
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from analyzer.api import Field
 from analyzer.jsonout import field_json, fields_json
-from dissectors.kit import inflate
 from dissectors.kit.lazy import BASE_CHILDREN, LazyChildren, LazyField
-from dissectors.kit.memo import OctetMemo, remember
 from dissectors.rabbitmq_stream import amqp, amqp_json
+from dissectors.rabbitmq_stream.codecs import COMPRESSION, gzip_compress
+from dissectors.rabbitmq_stream.sub_batch import (
+    DRAFT_SUB_BATCH,
+    SUB_BATCH,
+    U32,
+    ChunkProblem,
+    check_records,
+    scan_entries,
+    seen_clean,
+    sub_batch_data,
+    sub_batch_head,
+    sub_batch_records,
+)
 
 #: Magic/version, chunk type, entries, records, timestamp, epoch, first offset, CRC, data length,
 #: trailer length, Bloom size, 3 reserved bytes = 48 bytes.
@@ -28,51 +37,7 @@ HEADER = struct.Struct(">BBHIqQQIIIB3s")
 DRAFT_HEADER = struct.Struct(">BHIQQiI")
 #: The same with the timestamp servers of mid-2020 already wrote after NumRecords (39 bytes).
 DRAFT_HEADER_TS = struct.Struct(">BHIqQQiI")
-SUB_BATCH = struct.Struct(">BHII")
-DRAFT_SUB_BATCH = struct.Struct(">BHI")
-U32 = struct.Struct(">I")
-
 CHUNK_TYPES = {0: "user data", 1: "tracking delta", 2: "tracking snapshot"}
-COMPRESSION = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd", 5: "reserved", 6: "reserved",
-               7: "user-defined"}
-#: Bytes a sub-batch may expand to beyond its declared uncompressed length before decoding stops
-#: (reported either way: a length that does not match is a finding).
-TOLERANCE = 1024
-#: Codec of each compression code the kit decodes (:mod:`dissectors.kit.inflate`).
-CODECS = {1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
-
-
-# ------------------------------------------------------------------------------ codecs
-def _none(data: bytes, limit: int) -> bytes:
-    return data[:limit]
-
-
-def _codec(name: str) -> Callable[[bytes, int], bytes] | None:
-    """At most ``limit`` bytes of ``data`` decompressed (None: the codec's library is missing)."""
-    if not inflate.available(name):
-        return None
-    return functools.partial(inflate.inflate, name)  # not a lambda: a Python call less per sub-batch
-
-
-class _Decompressors(dict):  # type: ignore[type-arg]
-    """Compression code -> decompressor (None: the codec's library is missing), each looked up when
-    first needed: importing snappy, lz4 and zstandard costs 30 ms, on every start otherwise."""
-
-    def __missing__(self, code: int) -> Callable[[bytes, int], bytes] | None:
-        dec = self[code] = _codec(CODECS[code])
-        return dec
-
-
-DECOMPRESSORS: dict[int, Callable[[bytes, int], bytes] | None] = _Decompressors({0: _none})
-
-
-def gzip_compress(data: bytes) -> bytes:
-    import gzip  # the encoder's alone: kept off the start of every run
-
-    # mtime 0: the same bytes every time (gzip's header otherwise holds the current second, and a
-    # test that encodes one session twice saw two chunk CRCs when a second turned between them).
-    return gzip.compress(data, mtime=0)
-
 
 # ------------------------------------------------------------------------------ records
 
@@ -194,34 +159,6 @@ class RecordsField(LazyChildren):
                                       lambda i, pos, n: field_json(self._record(i, pos, n), "records"))
 
 
-class ChunkProblem:
-    """Problems met while decoding entries (the connection turns them into findings), and what
-    the frame may still expand to: one per frame, so that many sub-batches together stay under
-    the decompression limit too."""
-
-    __slots__ = ("crc_mismatch", "errors", "notes", "limits", "budget")
-
-    def __init__(self) -> None:
-        self.crc_mismatch: tuple[int, int] | None = None
-        self.errors: list[str] = []
-        self.notes: list[str] = []
-        #: Sub-batches not decoded because they would expand past the decompression limit.
-        self.limits: list[str] = []
-        #: Bytes the frame may still expand to; -1 until its first compressed sub-batch asks for
-        #: the limit (most frames have none).
-        self.budget = -1
-
-    def room(self) -> int:
-        """Bytes the frame's sub-batches may still expand to (the limit, at the first ask)."""
-        if self.budget < 0:
-            self.budget = inflate.limit()
-        return self.budget
-
-    def said(self) -> int:
-        """How many problems were recorded so far (budget aside)."""
-        return len(self.errors) + len(self.notes) + len(self.limits) + (self.crc_mismatch is not None)
-
-
 def decode_entries(buf: bytes, pos: int, end: int, base: int, n_entries: int, first_offset: int | None,
                    problems: ChunkProblem, draft: bool = False, first_index: int = 0,
                    lazy: bool = False) -> tuple[list[Field], int, int]:
@@ -258,7 +195,7 @@ def decode_entries(buf: bytes, pos: int, end: int, base: int, n_entries: int, fi
             rec += 1
             pos += 4 + n
             continue
-        head = _sub_batch_head(buf, pos, end, draft, problems, i - 1)
+        head = sub_batch_head(buf, pos, end, draft, problems, i - 1)
         if head is None:
             break
         flags, count, ulen, dlen = head
@@ -269,10 +206,10 @@ def decode_entries(buf: bytes, pos: int, end: int, base: int, n_entries: int, fi
             records = _records_node(buf, body, dlen, comp, count, ulen, base,
                                     None if first_offset is None else first_offset + rec, problems, i - 1)
             got = records.value if type(records) is RecordsField else 0
-        elif comp and _seen_clean(bytes(buf[pos:body + dlen]), ulen, problems):  # a Publish the checks just read
+        elif comp and seen_clean(bytes(buf[pos:body + dlen]), ulen, problems):  # a Publish the checks just read
             records, got = [], count
         else:
-            records, got = _sub_batch_records(buf, body, dlen, comp, count, ulen, base, problems, i - 1)
+            records, got = sub_batch_records(buf, body, dlen, comp, count, ulen, base, problems, i - 1)
         f_off = pos - base
         kids = [
             Field("compression", comp, f_off, 1, COMPRESSION[comp]),
@@ -291,101 +228,6 @@ def decode_entries(buf: bytes, pos: int, end: int, base: int, n_entries: int, fi
         rec += count
         pos = body + dlen
     return out, rec, pos
-
-
-def _sub_batch_head(buf: bytes, pos: int, end: int, draft: bool, problems: ChunkProblem,
-                    entry: int) -> tuple[int, int, int | None, int] | None:
-    """(flags, record count, uncompressed length or None in the draft, data length) of the
-    sub-batch entry at ``pos``; None (said in ``problems``) when its header or data does not fit."""
-    sub = DRAFT_SUB_BATCH if draft else SUB_BATCH
-    body = pos + sub.size
-    if body > end:
-        problems.errors.append(f"entry {entry}: sub-batch header cut off")
-        return None
-    if draft:
-        flags, count, dlen = sub.unpack_from(buf, pos)
-        ulen = None
-    else:
-        flags, count, ulen, dlen = sub.unpack_from(buf, pos)
-    if body + dlen > end:
-        problems.errors.append(f"entry {entry}: sub-batch data length {dlen} overruns the data by "
-                               f"{body + dlen - end} bytes")
-        return None
-    return flags, count, ulen, dlen
-
-
-def check_sub_batch(buf: bytes, pos: int, end: int, problems: ChunkProblem, entry: int = 0) -> tuple[int, int]:
-    """What decode_entries checks of the one (today's) sub-batch entry at ``pos`` without building
-    anything: (its end, its record count), or (``pos``, 0) when its header or data does not fit
-    (said in ``problems``)."""
-    head = _sub_batch_head(buf, pos, end, False, problems, entry)
-    if head is None:
-        return pos, 0
-    flags, count, ulen, dlen = head
-    body = pos + SUB_BATCH.size
-    comp = (flags >> 4) & 7
-    if not comp:
-        _sub_batch_records(buf, body, dlen, 0, count, ulen, 0, problems, entry)
-        return body + dlen, count
-    key = bytes(buf[pos:body + dlen])
-    if _seen_clean(key, ulen, problems):
-        return body + dlen, count
-    said = problems.said()
-    _sub_batch_records(buf, body, dlen, comp, count, ulen, 0, problems, entry)
-    if problems.said() == said:
-        _CLEAN_SUB_BATCHES.remember(key, True)
-    return body + dlen, count
-
-
-def _seen_clean(key: bytes, ulen: int | None, problems: ChunkProblem) -> bool:
-    """Whether the compressed sub-batch entry ``key`` (its header and data octets) was found
-    clean already, its decompression budget then spent. A consumer receives the sub-batches a
-    publisher sent, and a view decodes the Publish the checks just read: the same octets
-    decompress to the same ``ulen`` bytes and records, so only the frame's budget is spent again,
-    when it has room for them (else the full check says what is wrong)."""
-    if ulen is None or key not in _CLEAN_SUB_BATCHES:
-        return False
-    room = problems.room()
-    if ulen > room:
-        return False
-    problems.budget = room - ulen
-    return True
-
-
-#: The compressed sub-batches (header and data) check_sub_batch found clean, the latest 8 MiB of
-#: them: a consumer reading at most that far behind its publishers has each checked once.
-_CLEAN_SUB_BATCHES: OctetMemo = OctetMemo(8 << 20)
-
-
-def scan_entries(buf: bytes, pos: int, end: int, n_entries: int, problems: ChunkProblem) -> tuple[int, int, int]:
-    """Check today's entries without building Fields: returns (entries, records, end position).
-
-    The hot path of Deliver (the draft's chunks are decoded whole): simple entries are only
-    measured; sub-batches (they may fail to decompress) get decode_entries' checks through
-    check_sub_batch, so their problems are found now.
-    """
-    unpack = U32.unpack_from
-    i = rec = 0
-    while pos < end and i < n_entries:
-        if buf[pos] & 0x80:
-            new, r = check_sub_batch(buf, pos, end, problems, i)
-            if new == pos:  # the sub-batch's header or data did not fit (said in problems)
-                break
-            i += 1
-            rec += r
-            pos = new
-            continue
-        if pos + 4 > end:
-            problems.errors.append(f"entry {i}: length cut off")
-            break
-        nxt = pos + 4 + unpack(buf, pos)[0]
-        if nxt > end:
-            problems.errors.append(f"entry {i}: message length {nxt - pos - 4} overruns the data by {nxt - end} bytes")
-            break
-        pos = nxt
-        rec += 1
-        i += 1
-    return i, rec, pos
 
 
 def _records_later(buf: bytes, body: int, dlen: int, comp: int, count: int, ulen: int | None, base: int,
@@ -411,148 +253,12 @@ def _records_node(buf: bytes, body: int, dlen: int, comp: int, count: int, ulen:
                   first: int | None, problems: ChunkProblem, entry: int) -> RecordsField | list[Field]:
     """A sub-batch's records checked (problems recorded) as one node, its records made when
     read; or the one "compressed" field shown when they cannot be decompressed."""
-    got = _sub_batch_data(buf, body, dlen, comp, ulen, base, problems, entry)
+    got = sub_batch_data(buf, body, dlen, comp, ulen, base, problems, entry)
     if type(got) is list:
         return got
     data, dbase, start, stop = got  # type: ignore[misc]
-    whole = _check_records(data, start, stop, count, problems, entry)
+    whole = check_records(data, start, stop, count, problems, entry)
     return RecordsField(whole, body - base, dlen, data, start, dbase, first)
-
-
-def _sub_batch_records(buf: bytes, body: int, dlen: int, comp: int, count: int, ulen: int | None, base: int,
-                       problems: ChunkProblem, entry: int) -> tuple[list[Field], int]:
-    """A sub-batch's records checked (problems recorded), none made: ([], how many are whole), or
-    the one "compressed" field shown when they cannot be decompressed, and 0."""
-    got = _sub_batch_data(buf, body, dlen, comp, ulen, base, problems, entry)
-    if type(got) is list:
-        return got, 0
-    data, _dbase, start, stop = got  # type: ignore[misc]
-    return [], _check_records(data, start, stop, count, problems, entry)
-
-
-def _sub_batch_data(buf: bytes, body: int, dlen: int, comp: int, ulen: int | None, base: int,
-                    problems: ChunkProblem, entry: int) -> tuple[bytes, int, int, int] | list[Field]:
-    """(data, dbase, start, stop) of a sub-batch's records (decompressed when they are; ``dbase``
-    -1: not on the wire), or the one "compressed" field shown when they cannot be decoded."""
-    if comp == 0:
-        return buf, -base, body, body + dlen
-    dec = DECOMPRESSORS[comp] if comp in CODECS else None
-    if dec is None:
-        problems.notes.append(f"entry {entry}: {COMPRESSION[comp]} sub-batch shown compressed "
-                              f"(no decoder available)")
-        return [Field("compressed", bytes(buf[body:body + dlen]), body - base, dlen)]
-    data = _inflate(dec, bytes(buf[body:body + dlen]), comp, ulen, problems, entry)
-    if data is None:
-        return [Field("compressed", bytes(buf[body:body + dlen]), body - base, dlen)]
-    return data, -1, 0, len(data)
-
-
-def _check_records(data: bytes, start: int, stop: int, count: int, problems: ChunkProblem, entry: int) -> int:
-    """How many of ``count`` length-prefixed records from ``start`` are whole by ``stop``;
-    what is wrong goes to ``problems``."""
-    pos = _uniform_end(data, start, stop, count) if count else -1
-    if pos < 0:
-        # Record by record (the shortcut above is what this loop finds when the records all have
-        # the first one's length: a producer's batch of like messages, the usual case).
-        pos = start
-        unpack = U32.unpack_from
-        for whole in range(count):  # records whole so far
-            if pos + 4 > stop:
-                problems.errors.append(f"entry {entry}: sub-batch holds {whole} of its {count} records")
-                return whole
-            (n,) = unpack(data, pos)
-            nxt = pos + 4 + n
-            if n & 0x80000000 or nxt > stop:
-                problems.errors.append(f"entry {entry}: sub-batch record {whole} length {n} overruns the sub-batch")
-                return whole
-            pos = nxt
-    if pos != stop:
-        problems.errors.append(f"entry {entry}: {stop - pos} bytes after the sub-batch's {count} records")
-    return count
-
-
-#: (record length, count) -> the struct that reads the length prefixes of ``count`` records of
-#: that length back to back, in one call (a producer's sub-batches are mostly of a few shapes).
-_PREFIXES: dict[tuple[int, int], struct.Struct] = {}
-_PREFIXES_MAX = 64
-#: Sub-batches of more records are compared octet by octet (a struct's format grows with them).
-_PREFIXES_COUNT_MAX = 256
-
-
-def _uniform_end(data: bytes | memoryview, start: int, stop: int, count: int) -> int:
-    """Where ``count`` records from ``start`` end when they all carry the first one's length (top
-    bit clear) and end by ``stop``; -1 otherwise. Every length prefix is read by one struct call,
-    or for many records compared four octets at once, a strided slice per octet, in C."""
-    if start + 4 > stop:
-        return -1
-    (n,) = U32.unpack_from(data, start)
-    if n & 0x80000000:
-        return -1
-    step = 4 + n
-    end = start + count * step
-    if end > stop:
-        return -1
-    if count <= _PREFIXES_COUNT_MAX:
-        key = (n, count)
-        prefixes = _PREFIXES.get(key)
-        if prefixes is None:
-            prefixes = remember(_PREFIXES, key, struct.Struct(">" + f"I{n}x" * count), _PREFIXES_MAX)
-        return end if prefixes.unpack_from(data, start).count(n) == count else -1
-    first = bytes(data[start:start + 4])
-    for j in range(4):
-        if bytes(data[start + j:end:step]) != first[j:j + 1] * count:
-            return -1
-    return end
-
-
-def _over(room: int) -> str:
-    return f"the decompression limit ({room} bytes left for this frame; {inflate.ENV} sets it)"
-
-
-def _inflate(dec: Callable[[bytes, int], bytes], payload: bytes, comp: int, ulen: int | None,
-             problems: ChunkProblem, entry: int) -> bytes | None:
-    """A sub-batch's records, decompressed within the frame's budget; None (and why, in
-    ``problems``) when they are not to be decoded.
-
-    What the header declares bounds the output before anything is decompressed: a declared size
-    over the budget is not expanded at all, and the output stops a little past the declared size
-    (``TOLERANCE``), so neither a lying header nor a bomb can make us allocate more than the limit.
-    """
-    name = COMPRESSION[comp]
-    room = problems.room()
-    if ulen is not None and ulen > room:
-        over = _over(room)
-        problems.limits.append(f"entry {entry}: {name} sub-batch declares {ulen} bytes uncompressed, over "
-                               f"{over}; its records are not decoded")
-        return None
-    want = room if ulen is None else min(ulen + TOLERANCE, room)
-    try:
-        data = dec(payload, want + 1)  # one byte more tells whether it expands past what we want
-    except inflate.Excess as exc:
-        over = _over(room)
-        if ulen is None:
-            problems.limits.append(f"entry {entry}: {name} sub-batch states {exc.size} bytes uncompressed, over "
-                                   f"{over}; its records are not decoded")
-        else:
-            problems.errors.append(f"entry {entry}: {name} sub-batch states {exc.size} bytes uncompressed, "
-                                   f"its header {ulen}; its records are not decoded")
-        return None
-    except Exception as exc:  # any codec failure is the data's fault, not ours
-        problems.errors.append(f"entry {entry}: {name} sub-batch does not decompress: {exc}")
-        return None
-    problems.budget -= min(len(data), want)
-    if len(data) > want:
-        over = _over(room)
-        if ulen is None or want < ulen + TOLERANCE:
-            problems.limits.append(f"entry {entry}: {name} sub-batch expands past {over}; decoding stopped there "
-                                   f"and its records are not decoded")
-        else:
-            problems.errors.append(f"entry {entry}: {name} sub-batch expands past its declared {ulen} bytes "
-                                   f"(decoding stopped {TOLERANCE} bytes later); its records are not decoded")
-        return None
-    if ulen is not None and len(data) != ulen:
-        problems.errors.append(f"entry {entry}: sub-batch uncompressed length is {len(data)}, header says {ulen}")
-    return data
 
 
 def ts_display(ms: int) -> str:

@@ -25,7 +25,7 @@ from dissectors.kit.lazy import QUICK_INFO, LazyFrame
 from dissectors.kit.memo import remember
 from dissectors.rabbitmq_stream import rules as R
 from dissectors.rabbitmq_stream.chunk import HEADER as CHUNK_HEADER
-from dissectors.rabbitmq_stream.chunk import ChunkInfo, ChunkProblem, clean_chunk, decode_chunk
+from dissectors.rabbitmq_stream.chunk import ChunkInfo, clean_chunk, decode_chunk
 from dissectors.rabbitmq_stream.dialects import (
     CURRENT,
     DIALECTS,
@@ -38,6 +38,7 @@ from dissectors.rabbitmq_stream.dialects import (
 from dissectors.rabbitmq_stream.handshake import MACHINE, message
 from dissectors.rabbitmq_stream.layouts import RESPONSE_BIT as BIT
 from dissectors.rabbitmq_stream.layouts import Command
+from dissectors.rabbitmq_stream.sub_batch import ChunkProblem
 from dissectors.rabbitmq_stream.track import CODED, REMEMBER, TRACK, add_credit, settle_ids, track_published
 from dissectors.schema import DecodeError, Struct
 

@@ -18,6 +18,7 @@ from analyzer.jsonout import field_json
 from dissectors.kit.lazy import LazyField
 from dissectors.rabbitmq_stream import amqp_json
 from dissectors.rabbitmq_stream import chunk as ch
+from dissectors.rabbitmq_stream.sub_batch import ChunkProblem, check_sub_batch
 from dissectors.rabbitmq_stream.wire import (
     BYTES,
     CODES,
@@ -100,7 +101,7 @@ class PublishEntries(WireType):
             if off + 4 > end:
                 raise DecodeError(f"{name}[{i}]: message length needs 4 bytes", off)
             if raw[off] & 0x80 and self.version == 1 and not self.draft:
-                problems = problems or ch.ChunkProblem()
+                problems = problems or ChunkProblem()
                 entries, _recs, new = ch.decode_entries(raw, off, end, 0, 1, None, problems, lazy=True)
                 if problems.errors or problems.limits or not entries:
                     raise DecodeError(f"{name}[{i}]: " + "; ".join(problems.errors or problems.limits
@@ -144,8 +145,8 @@ class PublishEntries(WireType):
             if off + 4 > end:
                 return None
             if raw[off] & 0x80 and self.version == 1:  # a sub-batch: its records checked, none built
-                problems = problems or ch.ChunkProblem()
-                new = ch.check_sub_batch(raw, off, end, problems)[0]
+                problems = problems or ChunkProblem()
+                new = check_sub_batch(raw, off, end, problems)[0]
                 if problems.errors or problems.limits or problems.notes or new == off:
                     return None
                 off = new
@@ -194,7 +195,7 @@ class DeliverChunk(WireType):
 
     def read(self, name: str, buf: memoryview, off: int, end: int, spec: F | None = None) -> tuple[Field, int]:
         raw: bytes = buf.obj if isinstance(buf.obj, bytes) else bytes(buf)  # type: ignore[assignment]
-        problems = ch.ChunkProblem()
+        problems = ChunkProblem()
         info = ch.ChunkInfo()
         kids = ch.decode_chunk(raw, off, end, problems, info)
         return Field(name, None, off, end - off, None, kids), end
