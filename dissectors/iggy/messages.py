@@ -52,7 +52,7 @@ from analyzer.api import Field
 from analyzer.jsonout import field_json, leaves_json
 from analyzer.jsonout import plain as json_plain
 from dissectors.iggy.ends import identifier_end, partitioning_end
-from dissectors.iggy.scan import batch_checksum, usual_run
+from dissectors.iggy.scan import batch_checksum, index_clean, usual_run
 from dissectors.iggy.types import (
     HEADER_KINDS,
     IDENTIFIER,
@@ -651,6 +651,26 @@ def _scan(w: _Walk, off: int, end: int, count: int | None, first: int = 0,
     return starts, tail, off
 
 
+def _all_usual(dialect: str, polled: bool, buf: bytes, off: int, end: int, count: int) -> list[int] | None:
+    """Where each of the ``count`` messages from ``off`` starts when they are all usual (see
+    usual_run: nothing _frame would say a word of) and fill the bytes up to ``end`` exactly; None
+    otherwise (the scan then says what, if anything, is wrong). A clean send's or poll's usual
+    case (V: a batch's), without the scan's state."""
+    args = _USUAL_ARGS.get((dialect, polled))
+    if args is None:
+        st, _, ih, ip, ir = _HEAD_PLAN[dialect]
+        args = _USUAL_ARGS[dialect, polled] = (st.unpack_from, (HEADER_SIZE[dialect], ih, ip, ir),
+                                               polled or dialect == "V", _checksum_function(dialect))
+    unpack, plan, summed, checksum = args
+    starts: list[int] = []
+    stop = usual_run(memoryview(buf), off, end, count, unpack, plan, summed, checksum, MAX_PAYLOAD, starts)
+    return starts if stop == end and len(starts) == count else None
+
+
+#: (dialect, polled) -> usual_run's arguments for _all_usual.
+_USUAL_ARGS: dict[tuple[str, bool], tuple[Any, tuple[int, int, int, int], bool, Callable[[memoryview], int]]] = {}
+
+
 def _is_message(tail: Field | None) -> bool:
     """Whether a scan's ``tail`` is a message cut off (named ``[i]``), not the rest of the bytes."""
     return tail is not None and tail.name.startswith("[")
@@ -914,6 +934,30 @@ def _batch_children(raw: bytes, at: int, checksum: str, zero: bool, msgs: Field)
     return build
 
 
+def _v_all_usual(buf: bytes, off: int, end: int, polled: bool, single: bool) -> tuple[int, int] | None:
+    """(end position, messages) of the V batches from ``off`` (``single``: the one) when _batch
+    would say nothing of any: reserved bytes zero, each batch's messages all usual (_all_usual),
+    as many as its message_count and filling its batch_length, its checksum verifying (unset
+    allowed in a send, as _batch allows it); None otherwise (_batches then says what is wrong)."""
+    mv = memoryview(buf)
+    found = 0
+    while off < end:
+        if off + BATCH_HEADER_SIZE > end or buf[off + _RESERVED_AT:off + BATCH_HEADER_SIZE] != _RESERVED_ZERO:
+            return None
+        _pid, _base_offset, _base_ts, _origin, blen, stored, count = _BATCH_HEAD.unpack_from(mv, off)
+        stop = off + blen
+        if blen < BATCH_HEADER_SIZE or stop > end:
+            return None
+        starts = _all_usual("V", polled, buf, off + BATCH_HEADER_SIZE, stop, count)
+        if starts is None or ((stored != 0 or polled) and batch_checksum(mv, off, starts) != stored):
+            return None
+        found += count
+        off = stop
+        if single:
+            break
+    return off, found
+
+
 def _batches(w: _Walk, off: int, end: int, single: bool,
              make: bool = True) -> tuple[list[Field], Field | None, int, int]:
     """Batch records from ``off``: (batch fields named ``[i]``, the cut-off rest or None, end,
@@ -1056,6 +1100,16 @@ def send_messages_clean(dialect: str, buf: bytes, start: int) -> bool:
     off += 4
     if meta != off - start - 4:
         return False
+    # The usual send (every message usual; the index right, V: the batch), else the check below
+    # says what is wrong.
+    if dialect == "V":
+        if _v_all_usual(buf, off, end, False, True) == (end, count):
+            return True
+    elif count * 16 <= end - off:
+        msg_at = off + count * 16
+        starts = _all_usual(dialect, False, buf, msg_at, end, count)
+        if starts is not None and index_clean(buf, off, count, starts, end, msg_at):
+            return True
     w = _Walk(dialect, buf, polled=False)
     try:
         if dialect == "V":
@@ -1094,6 +1148,9 @@ def polled_clean(dialect: str, buf: bytes, start: int) -> bool:
     if off > end:
         return False
     _, _, count = _POLLED_PREFIX.unpack_from(buf, start)
+    if (_v_all_usual(buf, off, end, True, False) == (end, count) if dialect == "V"
+            else _all_usual(dialect, True, buf, off, end, count) is not None):
+        return True  # the usual answer (else the scan below says what is wrong)
     w = _Walk(dialect, buf, polled=True)
     try:
         if dialect == "V":

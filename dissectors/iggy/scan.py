@@ -47,3 +47,21 @@ def batch_checksum(mv: memoryview, at: int, starts: list[int]) -> int:
     for start in starts:
         h.update(mv[start:start + 8])
     return int(h.intdigest())
+
+
+def index_clean(buf: bytes, at: int, count: int, starts: list[int], stop: int, msg_at: int) -> bool:
+    """Whether the ``count`` index entries at ``at`` (offset u32, position u32, timestamp u64, little
+    endian) are what messages._check_index passes without a word for the messages starting at
+    ``starts`` (one each; the last ends at ``stop``): offsets and timestamps 0, each position where
+    its message ends, counted from ``msg_at``."""
+    if len(starts) != count:
+        return False
+    for i in range(count):
+        p = at + 16 * i
+        for j in (0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15):
+            if buf[p + j] != 0:
+                return False
+        want = (starts[i + 1] if i + 1 < count else stop) - msg_at
+        if buf[p + 4] | buf[p + 5] << 8 | buf[p + 6] << 16 | buf[p + 7] << 24 != want:
+            return False
+    return True
