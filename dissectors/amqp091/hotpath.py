@@ -10,10 +10,12 @@ two paths agree is proven by tests/test_amqp091_hotpath.py (every bundled captur
 variants through both, ``Amqp091Connection(hot=False)`` being the general path alone).
 """
 
+# streamproto: compiled (setup.py builds it with mypyc where it can; analyzer/native.py)
+
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from analyzer.api import Direction, Event, FrameRef
 from dissectors.amqp091.clean_properties import clean_content_type
@@ -41,7 +43,7 @@ if TYPE_CHECKING:
     from dissectors.amqp091.connection import Amqp091Connection
 
 # ``d`` is always a Direction member here (Amqp091Connection.feed makes sure): compared by identity.
-C2S = Direction.C2S
+C2S: Final = Direction.C2S
 
 
 def cut_segment(conn: Amqp091Connection, d: Direction, side: Side, data: bytes, out: list[Event]) -> int:
@@ -361,16 +363,19 @@ def _not_hot(conn: Amqp091Connection, d: Direction, data: bytes, pos: int, stop:
     return 0
 
 
-#: Frame type -> its hot path (heartbeats are rare; unknown types always need a word).
+#: Frame type -> its hot path (heartbeats are rare; unknown types always need a word). A plain
+#: global: a test counts the frames the hot path takes through it.
 _HOT = (_not_hot, _hot_method, _hot_header, _hot_body, _not_hot, _not_hot, _not_hot, _not_hot, _not_hot)
 
 #: What a findings-only run's action of a hot method writes into (_hot_method): its findings and
 #: computed fields, taken by the frame made when there is one, and emptied after every use (a
 #: connection's bytes are fed to the end before another's).
-_SCRATCH = LazyFrame(C2S, 0, 0, "", None, [], b"", build_method, None)
+_SCRATCH: Final = LazyFrame(C2S, 0, 0, "", None, [], b"", build_method, None)
 
 #: What a hot method is in a synchronous exchange (the fourth item of its _HOT_METHODS entry).
-_NOT_SYNC, _REQUEST, _REPLY = 0, 1, 2
+_NOT_SYNC: Final = 0
+_REQUEST: Final = 1
+_REPLY: Final = 2
 
 
 def _no_action(conn: Amqp091Connection, d: Direction, ch: int, meth: Method, values: dict[str, Any],
@@ -385,14 +390,14 @@ def _no_action(conn: Amqp091Connection, d: Direction, ch: int, meth: Method, val
 #: Basic.Return's, is judged by the general path's own _reply_code). Which methods qualify is data
 #: (the method table; FAST's validators where a method has one, else the lazy frames' values
 #: reader); the differential test proves the rest.
-_HOT_METHODS: dict[Direction, dict[tuple[int, int], tuple[Method, Any, Any, int, bool]]] = {
+_HOT_METHODS: Final[dict[Direction, dict[tuple[int, int], tuple[Method, Any, Any, int, bool]]]] = {
     Direction.C2S: {}, Direction.S2C: {}}
 #: Per sender: (class id, method id) -> (method, reader, channel machine event, _REQUEST/_REPLY) of
 #: the channel lifecycle methods _hot_channel takes (Flow is left to the general path).
-_HOT_CHANNEL: dict[Direction, dict[tuple[int, int], tuple[Method, Any, str, int]]] = {
+_HOT_CHANNEL: Final[dict[Direction, dict[tuple[int, int], tuple[Method, Any, str, int]]]] = {
     Direction.C2S: {}, Direction.S2C: {}}
 #: The channel machine's events named by those methods (the machine's own objects: compared by identity).
-_LIFECYCLE = {event: event for event in (OPEN_M, OPEN_OK, CLOSE, CLOSE_OK)}
+_LIFECYCLE: Final = {event: event for event in (OPEN_M, OPEN_OK, CLOSE, CLOSE_OK)}
 for _code, _meth in METHODS.items():
     _event = _LIFECYCLE.get(_meth.name)
     if _meth.note or (_meth.class_id <= 20 and _event is None):
