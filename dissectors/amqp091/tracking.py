@@ -7,6 +7,8 @@ binary search plus the removal of whole ranges. A channel that never uses any of
 :class:`Tracking` at all.
 """
 
+# streamproto: compiled (setup.py builds it with mypyc where it can; analyzer/native.py)
+
 from __future__ import annotations
 
 from bisect import bisect_right
@@ -23,7 +25,6 @@ if TYPE_CHECKING:
     from dissectors.amqp091.connection import Amqp091Connection
 
 
-@plain_state
 class Ranges:
     """A set of integers as sorted disjoint half-open ranges, flat: ``[s0, e0, s1, e1, ...]``."""
 
@@ -125,6 +126,9 @@ class Ranges:
         return ",".join(parts) + (",…" if len(r) > 2 * limit else "")
 
 
+plain_state(Ranges)  # not as a decorator: a decorated class is no native class for mypyc
+
+
 def ranges_text(spans: list[tuple[int, int]]) -> str:
     if not spans:
         return "-"
@@ -135,7 +139,6 @@ def expand(spans: list[tuple[int, int]]) -> list[int]:
     return [x for s, e in spans for x in range(s, e)]
 
 
-@plain_state
 class Tracking:
     """What one channel's deliveries and publishes still owe. Created on the channel's first
     basic/confirm/tx method that needs it; dropped when the channel closes."""
@@ -157,6 +160,9 @@ class Tracking:
         self.tag_floor = -1
         # Tables that reached their limit and are no longer followed: "unacked", "unconfirmed".
         self.untracked: set[str] = set()
+
+
+plain_state(Tracking)
 
 
 _DELIVER = M.BASIC_DELIVER
