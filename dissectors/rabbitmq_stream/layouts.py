@@ -18,7 +18,7 @@ from analyzer.jsonout import field_json
 from dissectors.kit.lazy import LazyField
 from dissectors.rabbitmq_stream import amqp_json
 from dissectors.rabbitmq_stream import chunk as ch
-from dissectors.rabbitmq_stream.sub_batch import ChunkProblem, check_sub_batch
+from dissectors.rabbitmq_stream.sub_batch import ChunkProblem, publish_scan
 from dissectors.rabbitmq_stream.wire import (
     BYTES,
     CODES,
@@ -125,32 +125,27 @@ class PublishEntries(WireType):
         """The publishing ids of the entries in ``raw[off:end]`` when :meth:`read` would decode
         them without a problem and they fill it exactly, with no Field made (a sub-batch's records
         are checked by the chunk's record scan); None otherwise, and :meth:`read` says what is
-        wrong. Today's protocol only (the draft's layout is left to read)."""
-        if self.draft or off + 4 > end:
+        wrong. Today's protocol only (the draft's layout is left to read); version 1 (sub-batches)
+        by sub_batch.publish_scan, compiled where it can be."""
+        if self.draft:
+            return None
+        if self.version == 1:
+            return publish_scan(raw, off, end)
+        if off + 4 > end:
             return None
         (count,) = _COUNT.unpack_from(raw, off)
         off += 4
         published: list[int] = []
-        problems = None  # one for the frame, as in read: its sub-batches share a decompression budget
         for _ in range(count):
             if off + 8 > end:
                 return None
             published.append(_ID.unpack_from(raw, off)[0])
-            off += 8
-            if self.version == 2:
-                try:
-                    _filter, off = STRING.value("filter_value", raw, off, end)
-                except DecodeError:
-                    return None
+            try:
+                _filter, off = STRING.value("filter_value", raw, off + 8, end)
+            except DecodeError:
+                return None
             if off + 4 > end:
                 return None
-            if raw[off] & 0x80 and self.version == 1:  # a sub-batch: its records checked, none built
-                problems = problems or ChunkProblem()
-                new = check_sub_batch(raw, off, end, problems)[0]
-                if problems.errors or problems.limits or problems.notes or new == off:
-                    return None
-                off = new
-                continue
             off += 4 + _COUNT.unpack_from(raw, off)[0]
             if off > end:
                 return None

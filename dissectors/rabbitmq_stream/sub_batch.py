@@ -125,6 +125,36 @@ def seen_clean(key: bytes, ulen: int | None, problems: ChunkProblem) -> bool:
 _CLEAN_SUB_BATCHES: OctetMemo = OctetMemo(8 << 20)
 
 
+def publish_scan(raw: bytes, off: int, end: int) -> list[int] | None:
+    """layouts.PublishEntries.scan of today's version 1: the publishing ids of the entries in
+    ``raw[off:end]`` (their count first) when read would decode them without a problem and they
+    fill it exactly; None otherwise. A sub-batch's records are checked (check_sub_batch), one
+    ChunkProblem for the frame: its sub-batches share a decompression budget."""
+    if off + 4 > end:
+        return None
+    count = _u32(raw, off)
+    off += 4
+    published: list[int] = []
+    problems: ChunkProblem | None = None
+    for _ in range(count):
+        if off + 12 > end:  # the publishing id and a length or a sub-batch's first octets
+            return None
+        published.append(_u32(raw, off) << 32 | _u32(raw, off + 4))
+        off += 8
+        if raw[off] & 0x80:  # a sub-batch: its records checked, none built
+            if problems is None:
+                problems = ChunkProblem()
+            new = check_sub_batch(raw, off, end, problems)[0]
+            if problems.errors or problems.limits or problems.notes or new == off:
+                return None
+            off = new
+            continue
+        off += 4 + _u32(raw, off)
+        if off > end:
+            return None
+    return published if off == end else None
+
+
 def scan_entries(buf: bytes, pos: int, end: int, n_entries: int, problems: ChunkProblem) -> tuple[int, int, int]:
     """Check today's entries without building Fields: returns (entries, records, end position).
 
