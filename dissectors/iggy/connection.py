@@ -276,17 +276,14 @@ class IggyConnection(Connection):
         its Info line from the few values it names (_clean_request, _clean_request_info); in a
         findings-only run, a decoded one's Info line is made only if read (_lean_request)."""
         data = piece.data
-        (length,) = U32.unpack_from(data, 0)
-        fields = [Field("length", length, 0, 4)]
         cmd = code = None
         if len(data) >= 8:
             (code,) = U32.unpack_from(data, 4)
             cmd = COMMANDS.get(code)
             if cmd is not None and cmd.by_dialect.keys().isdisjoint(self.cands):
                 cmd = None
-            fields.append(Field("code", code, 4, 4, cmd.name if cmd is not None else "unknown"))
         if cmd is None:
-            return self._unusable_request(piece, ts, fields, length, code)
+            return self._unusable_request(piece, ts, _head_fields(data, cmd), U32.unpack_from(data, 0)[0], code)
         if (lean or self.info_lines) and len(self.cands) == 1:
             dialect = self.cands[0]
             if payloads.clean_request(cmd, dialect, data, 8):
@@ -295,8 +292,9 @@ class IggyConnection(Connection):
                 self.evidence = True
                 self._label()
                 frame = LazyFrame(C2S, piece.offset, len(data), cmd.name, cmd.code, [], data, _clean_request,
-                                  (fields, cmd, dialect))
+                                  (cmd, dialect))
                 return self._sent_request(frame, cmd, ts)
+        fields = _head_fields(data, cmd)
         decoded = self._narrow(cmd, data, 8)
         if lean:
             frame: Frame = LazyFrame(C2S, piece.offset, len(data), cmd.name, cmd.code, [], data, _lean_request,
@@ -776,21 +774,29 @@ def _lean_request(frame: LazyFrame, ctx: tuple[list[Field], Command, Decoded]) -
     return fields, _request_info(cmd, decoded)
 
 
-def _clean_request(frame: LazyFrame, ctx: tuple[list[Field], Command, str]) -> tuple[list[Field], str]:
+def _head_fields(data: bytes, cmd: Command | None) -> list[Field]:
+    """A classic request's length and, when it has one, its command code (named by ``cmd``)."""
+    fields = [Field("length", U32.unpack_from(data, 0)[0], 0, 4)]
+    if len(data) >= 8:
+        fields.append(Field("code", U32.unpack_from(data, 4)[0], 4, 4, cmd.name if cmd is not None else "unknown"))
+    return fields
+
+
+def _clean_request(frame: LazyFrame, ctx: tuple[Command, str]) -> tuple[list[Field], str]:
     """A request that payloads.clean_request passed: decoded now, as _narrow would have decoded it
     with its one candidate dialect."""
-    fields, cmd, dialect = ctx
+    cmd, dialect = ctx
     data = frame.data
     assert data is not None
     decoded = payloads.request(cmd, dialect, data, 8)
-    return fields + decoded.fields, _request_info(cmd, decoded)
+    return _head_fields(data, cmd) + decoded.fields, _request_info(cmd, decoded)
 
 
-def _clean_request_info(frame: LazyFrame, ctx: tuple[list[Field], Command, str]) -> str:
+def _clean_request_info(frame: LazyFrame, ctx: tuple[Command, str]) -> str:
     """_clean_request's Info line without its tree."""
     data = frame.data
     assert data is not None
-    return _clean_info(ctx[1], ctx[2], data, 8)
+    return _clean_info(ctx[0], ctx[1], data, 8)
 
 
 QUICK_INFO[_clean_request] = _clean_request_info
