@@ -248,3 +248,43 @@ def test_clean_values_are_remembered_by_encoding_and_bytes(monkeypatch: pytest.M
     for enc in (lsb, msb):
         hot._clean_values(cmd, enc, clean, len(clean) - 1)
     assert len(seen) == 1
+
+
+def test_clean_values_remembered_by_what_follows_the_leading_integers_are_the_values_read(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hot command whose octets after its leading integers (handle, confirm tag or message
+    number, fragment size) were read clean before (hot._REST_SEEN) takes its values from them with
+    its own integers: what read_values gives from scratch; None when its confirm tag asks for a
+    confirmation, as when read."""
+    from dissectors.amqp_fast import hot
+    from dissectors.amqp_fast.commands import BY_NAME, layout
+    from dissectors.amqp_fast.wire import Encoding
+
+    rest: dict = {}
+    monkeypatch.setattr(hot, "_VALUES_SEEN", {})
+    monkeypatch.setattr(hot, "_REST_SEEN", rest)
+    rng = random.Random(41)
+    commands = [("HANDLE SEND", {"dest_name": "q", "partial": True}, ("handle_id", "confirm_tag", "fragment_size")),
+                ("HANDLE NOTIFY", {"dest_name": "queue.a", "delivered": True},
+                 ("handle_id", "message_nbr", "fragment_size")),
+                ("CHANNEL ACK", {}, ("channel_id", "confirm_tag", "message_nbr"))]
+    taken = 0
+    for enc in (Encoding(), Encoding("msb")):
+        for name, fixed, ints in commands:
+            cmd = BY_NAME[name]
+            for i in range(40):
+                values = {k: rng.choice((0, 1, 7, 300, 65535)) if k != "fragment_size" and k != "message_nbr"
+                          else rng.randrange(1 << 32) for k in ints}
+                if i % 5 and "confirm_tag" in values:
+                    values["confirm_tag"] = 0  # mostly unconfirmed: the commands the hot path takes
+                data = E.command(name, **fixed, **values)
+                end = len(data) - 1
+                read, used = layout(cmd.code, enc).read_values(data, 3, end)
+                want = None if read.get("confirm_tag") or used != end else read
+                key = (enc, cmd.code, data[3 + hot._lead(cmd.code, enc)[1].size:end])
+                before = rest.get(key)
+                got = hot._clean_values(cmd, enc, data, end)
+                assert got == want, (name, enc, values)
+                if before is not None and got is not None:
+                    taken += got is not rest[key]  # made from the remembered values, not read
+    assert taken > 100, taken

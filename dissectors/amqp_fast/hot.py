@@ -113,6 +113,28 @@ _VALUES_SEEN_MAX = 512
 _VALUES_KEY_MAX: Final = 64
 
 
+#: (encoding, command code, its octets after its leading integers up to its end) -> the values of
+#: a hot command read whole and clean, whose integers (Struct.leading_ints: handle, message number
+#: or confirm tag, fragment size) are put in afresh: a HANDLE NOTIFY differs from the last
+#: message's in its message number, a HANDLE SEND from another message's in its fragment size.
+#: Never changed once made. Bounded, as _VALUES_SEEN.
+_REST_SEEN: dict[tuple[Encoding, int, bytes], dict[str, Any]] = {}
+_REST_SEEN_MAX = 512
+_REST_KEY_MAX: Final = 256
+#: (command code, encoding) -> its leading integers' names and struct, or None (see _lead).
+_LEADS: Final[dict[tuple[int, Encoding], tuple[tuple[str, ...], Any] | None]] = {}
+
+
+def _lead(code: int, enc: Encoding) -> tuple[tuple[str, ...], Any] | None:
+    """The leading integers of command ``code``'s layout (Struct.leading_ints); None when a field
+    may be absent (where the octets end would then decide what is read)."""
+    key = (code, enc)
+    if key not in _LEADS:
+        fields = layout(code, enc)
+        _LEADS[key] = None if any(f.optional for f in fields.fields) else fields.leading_ints()
+    return _LEADS[key]
+
+
 def _clean_values(cmd: Command, enc: Encoding, data: bytes, end: int) -> dict[str, Any] | None:
     """The values of hot command ``data`` when they fill it up to its command-end octet at
     ``end``, no short string holds a zero octet and it asks for no confirmation; else None."""
@@ -120,6 +142,21 @@ def _clean_values(cmd: Command, enc: Encoding, data: bytes, end: int) -> dict[st
     values = _VALUES_SEEN.get(key)
     if values is not None:
         return values
+    lead = _lead(cmd.code, enc)
+    rest_key: tuple[Encoding, int, bytes] | None = None
+    if lead is not None and 3 + lead[1].size <= end and end - 3 - lead[1].size <= _REST_KEY_MAX:
+        # The octets after the integers read to the same values and end whatever the integers are.
+        names, ints = lead
+        rest_key = (enc, cmd.code, data[3 + ints.size:end])
+        rest = _REST_SEEN.get(rest_key)
+        if rest is not None:
+            values = rest.copy()
+            values.update(zip(names, ints.unpack_from(data, 3), strict=True))
+            if values.get("confirm_tag"):
+                return None
+            if end < _VALUES_KEY_MAX:
+                remember(_VALUES_SEEN, key, values, _VALUES_SEEN_MAX)
+            return values
     try:
         values, used = layout(cmd.code, enc).read_values(data, 3, end)
     except DecodeError:
@@ -128,6 +165,8 @@ def _clean_values(cmd: Command, enc: Encoding, data: bytes, end: int) -> dict[st
         return None
     if end < _VALUES_KEY_MAX:
         remember(_VALUES_SEEN, key, values, _VALUES_SEEN_MAX)
+    if rest_key is not None:
+        remember(_REST_SEEN, rest_key, values, _REST_SEEN_MAX)
     return values
 
 
