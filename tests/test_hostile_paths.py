@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable, Hashable
+from importlib.util import module_from_spec, spec_from_file_location
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +18,7 @@ from analyzer.packets import ACK, PSH, RST, SYN
 from analyzer.pcapwrite import CaptureWriter, Segment, TcpConversation, ip_packet
 from analyzer.reassembly import BUFFER_OVERFLOW, GAP, SEGMENT_BYTES, Data, Gap, Note, StreamReassembler
 from analyzer.registry import load_dissectors
+from dissectors.amqp091 import connection as amqp_connection
 from dissectors.amqp091 import encode as amqp
 from dissectors.kit import correlate
 from dissectors.kit.correlate import Correlator
@@ -27,19 +30,32 @@ class Visits:
     n = 0
 
 
+class CountingVisits(Visits):
+    """Visits, with the Correlator whose ``drop`` counts them (see drop_visits)."""
+
+    correlator: type
+
+
 @pytest.fixture
-def drop_visits(monkeypatch: pytest.MonkeyPatch) -> Visits:
-    """``Correlator.drop``, counting every request it visits."""
-    visits = Visits()
-    real = Correlator.drop
+def drop_visits(monkeypatch: pytest.MonkeyPatch) -> CountingVisits:
+    """A Correlator whose ``drop`` counts every request it visits, put in place of the AMQP 0-9-1
+    connection's. It is the kit's source, loaded apart: the kit's module may run compiled, and a
+    compiled class's methods cannot be replaced (tests/test_native.py holds both builds alike)."""
+    spec = spec_from_file_location("correlate_source", Path(correlate.__file__).with_name("correlate.py"))
+    assert spec is not None and spec.loader is not None
+    source = module_from_spec(spec)
+    spec.loader.exec_module(source)
+    visits = CountingVisits()
 
-    def counting(self: Correlator, direction: str, keep: Callable[[Hashable, list], bool]) -> None:
-        def counted(k: Hashable, e: list) -> bool:
-            visits.n += 1
-            return keep(k, e)
-        real(self, direction, counted)
+    class Counting(source.Correlator):  # type: ignore[name-defined, misc]
+        def drop(self, direction: str, keep: Callable[[Hashable, list], bool]) -> None:
+            def counted(k: Hashable, e: list) -> bool:
+                visits.n += 1
+                return keep(k, e)
+            super().drop(direction, counted)
 
-    monkeypatch.setattr(correlate.Correlator, "drop", counting)
+    visits.correlator = Counting
+    monkeypatch.setattr(amqp_connection, "Correlator", Counting)
     return visits
 
 
@@ -86,8 +102,8 @@ def test_answers_are_matched_in_constant_work() -> None:
     assert CountedKey.hashes < 5 * 40_000
 
 
-def test_retain_repeated_visits_the_requests_once(drop_visits: Visits) -> None:
-    c = Correlator.in_order()
+def test_retain_repeated_visits_the_requests_once(drop_visits: CountingVisits) -> None:
+    c = drop_visits.correlator.in_order()
     for i in range(5000):
         c.request("s2c", 0, "Connection.Close", None, float(i))
     c.request("s2c", 3, "Channel.Close", None, 0.0)
@@ -108,7 +124,7 @@ def packets_of(conversations: list[TcpConversation]) -> list[RawPacket]:
     return [RawPacket(i + 1, s.ts, 1, eth + ip_packet(s), 14 + len(ip_packet(s))) for i, s in enumerate(segs)]
 
 
-def test_amqp_close_ok_flood_against_unanswered_closes_is_linear(drop_visits: Visits) -> None:
+def test_amqp_close_ok_flood_against_unanswered_closes_is_linear(drop_visits: CountingVisits) -> None:
     n = 3000
     conv = TcpConversation(server=("10.0.0.2", 5672))
     conv.handshake()
@@ -201,7 +217,6 @@ def test_amqp_close_ok_flood_over_many_confirming_channels_is_linear() -> None:
     The clears are counted as the lines of the connection that make them run (tracking.Ranges may
     be a compiled class, whose methods cannot be replaced)."""
     import sys
-    from pathlib import Path
 
     from dissectors.amqp091 import connection
 

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from analyzer.api import Category, Direction, FrameRef, Rule, Severity
 from dissectors import kit
 from dissectors.kit import rules as families
+from dissectors.kit import state as kit_state
 from dissectors.kit.catalog import Catalog, FieldDef, int_type, snake
 from dissectors.kit.state import StateError, decode, encode
 
@@ -378,8 +379,8 @@ def test_kit_objects_hold_no_tables_while_idle():
     """Every connection has these objects (100,000 idle connections is a hostile case): a direction
     with nothing outstanding, no heartbeat and nothing buffered holds no dict, list or bytearray."""
 
-    def containers(obj):
-        return [n for k in type(obj).__mro__ for n in getattr(k, "__slots__", ())
+    def containers(obj):  # (attribute_names: a class's slots, or a compiled class's attributes)
+        return [n for n in kit_state.attribute_names(type(obj))
                 if isinstance(getattr(obj, n, None), (dict, list, bytearray))]
 
     c = kit.Correlator.in_order()

@@ -10,6 +10,8 @@ outstanding requests is bounded: past ``limit`` the oldest (roughly: see ``_forg
 ``limit_rule``) and the "unanswered" check is skipped for the direction, which can no longer tell.
 """
 
+# streamproto: compiled (setup.py builds it with mypyc where it can; analyzer/native.py)
+
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
@@ -24,7 +26,6 @@ DEFAULT_LIMIT = 100_000
 Pending = list  # [name, ref, ts, extra]
 
 
-@plain_state
 class Correlator:
     """``Correlator.by_id()`` or ``Correlator.in_order()``; one per connection."""
 
@@ -33,7 +34,9 @@ class Correlator:
     # direction with no request outstanding that never overflowed holds no table at all.
     __slots__ = ("ordered", "limit", "c2s", "s2c")
 
-    def __init__(self, ordered: bool, limit: int = DEFAULT_LIMIT) -> None:
+    def __init__(self, ordered: bool = False, limit: int = DEFAULT_LIMIT) -> None:
+        # (``ordered`` has a default because kit.state makes a compiled class's object through
+        # its constructor, with no arguments, before it sets the attributes it resumes.)
         self.ordered = ordered
         self.limit = limit
         # table: key -> Pending (by id) or list[Pending] (in order)
@@ -108,6 +111,7 @@ class Correlator:
         if rec is None:
             return None
         table = rec[0]
+        entry: Pending | None
         if self.ordered:
             queue = table.get(key)
             if queue is None:
@@ -251,6 +255,9 @@ class Correlator:
             key = next(iter(table))  # dicts keep insertion order: the oldest request
             del table[key]
         rec[1] -= 1
+
+
+plain_state(Correlator)  # not as a decorator: a decorated class is no native class for mypyc
 
 
 def _entries(queue: list) -> list:
