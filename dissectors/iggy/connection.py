@@ -283,7 +283,8 @@ class IggyConnection(Connection):
             if cmd is not None and cmd.by_dialect.keys().isdisjoint(self.cands):
                 cmd = None
         if cmd is None:
-            return self._unusable_request(piece, ts, _head_fields(data, cmd), U32.unpack_from(data, 0)[0], code)
+            fields = _head_fields(data, cmd)
+            return self._unusable_request(piece, ts, fields, fields[0].value, code)
         if (lean or self.info_lines) and len(self.cands) == 1:
             dialect = self.cands[0]
             if payloads.clean_request(cmd, dialect, data, 8):

@@ -651,7 +651,7 @@ def _scan(w: _Walk, off: int, end: int, count: int | None, first: int = 0,
     return starts, tail, off
 
 
-def _all_usual(dialect: str, polled: bool, buf: bytes, off: int, end: int, count: int) -> list[int] | None:
+def _all_usual(dialect: str, polled: bool, mv: memoryview, off: int, end: int, count: int) -> list[int] | None:
     """Where each of the ``count`` messages from ``off`` starts when they are all usual (see
     usual_run: nothing _frame would say a word of) and fill the bytes up to ``end`` exactly; None
     otherwise (the scan then says what, if anything, is wrong). A clean send's or poll's usual
@@ -663,7 +663,7 @@ def _all_usual(dialect: str, polled: bool, buf: bytes, off: int, end: int, count
                                                polled or dialect == "V", _checksum_function(dialect))
     unpack, plan, summed, checksum = args
     starts: list[int] = []
-    stop = usual_run(memoryview(buf), off, end, count, unpack, plan, summed, checksum, MAX_PAYLOAD, starts)
+    stop = usual_run(mv, off, end, count, unpack, plan, summed, checksum, MAX_PAYLOAD, starts)
     return starts if stop == end and len(starts) == count else None
 
 
@@ -948,7 +948,7 @@ def _v_all_usual(buf: bytes, off: int, end: int, polled: bool, single: bool) -> 
         stop = off + blen
         if blen < BATCH_HEADER_SIZE or stop > end:
             return None
-        starts = _all_usual("V", polled, buf, off + BATCH_HEADER_SIZE, stop, count)
+        starts = _all_usual("V", polled, mv, off + BATCH_HEADER_SIZE, stop, count)
         if starts is None or ((stored != 0 or polled) and batch_checksum(mv, off, starts) != stored):
             return None
         found += count
@@ -1107,7 +1107,7 @@ def send_messages_clean(dialect: str, buf: bytes, start: int) -> bool:
             return True
     elif count * 16 <= end - off:
         msg_at = off + count * 16
-        starts = _all_usual(dialect, False, buf, msg_at, end, count)
+        starts = _all_usual(dialect, False, memoryview(buf), msg_at, end, count)
         if starts is not None and index_clean(buf, off, count, starts, end, msg_at):
             return True
     w = _Walk(dialect, buf, polled=False)
@@ -1149,7 +1149,7 @@ def polled_clean(dialect: str, buf: bytes, start: int) -> bool:
         return False
     _, _, count = _POLLED_PREFIX.unpack_from(buf, start)
     if (_v_all_usual(buf, off, end, True, False) == (end, count) if dialect == "V"
-            else _all_usual(dialect, True, buf, off, end, count) is not None):
+            else _all_usual(dialect, True, memoryview(buf), off, end, count) is not None):
         return True  # the usual answer (else the scan below says what is wrong)
     w = _Walk(dialect, buf, polled=True)
     try:
