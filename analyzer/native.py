@@ -22,7 +22,6 @@ import os
 import sys
 from collections.abc import Sequence
 from importlib import import_module
-from importlib.abc import MetaPathFinder
 from importlib.machinery import EXTENSION_SUFFIXES, ModuleSpec
 from importlib.util import spec_from_file_location
 from pathlib import Path
@@ -59,8 +58,10 @@ def pure_requested() -> bool:
     return os.environ.get("STREAMPROTO_PURE", "") not in ("", "0")
 
 
-class SourceOnly(MetaPathFinder):
-    """Finds the package's modules as their ``.py`` files, never as extensions."""
+class SourceOnly:
+    """Finds the package's modules as their ``.py`` files, never as extensions (a meta path finder
+    needs only find_spec; importlib.abc's base class would import importlib.resources, tempfile
+    and random at every start)."""
 
     def find_spec(self, fullname: str, path: Sequence[str] | None,
                   target: ModuleType | None = None) -> ModuleSpec | None:
