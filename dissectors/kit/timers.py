@@ -4,13 +4,16 @@ Driven by capture time only (``seen`` with each frame's time, ``due`` from ``Con
 so the same check fires at the right moment in a file, a live capture and a resumed snapshot.
 """
 
+# streamproto: compiled (setup.py builds it with mypyc where it can; analyzer/native.py)
+
 from __future__ import annotations
+
+from typing import ClassVar
 
 from analyzer.api import Direction, Finding, FrameRef, Rule
 from dissectors.kit.state import plain_state
 
 
-@plain_state
 class Silence:
     """Heartbeat silence per direction: reported once per silent spell longer than
     ``factor`` × the negotiated interval, when it becomes true."""
@@ -19,7 +22,7 @@ class Silence:
     # Silence, most never negotiate heartbeats, and three small dicts cost ~550 bytes.
     __slots__ = ("interval", "factor", "last_c2s", "last_s2c", "ref_c2s", "ref_s2c", "reported_c2s",
                  "reported_s2c", "stopped", "at")
-    TRANSIENT = ("at",)
+    TRANSIENT: ClassVar[tuple[str, ...]] = ("at",)
 
     def __init__(self, factor: float = 2.0) -> None:
         self.interval = 0.0  # seconds; 0 = heartbeats off
@@ -140,3 +143,6 @@ class Silence:
 
     def _finding(self, rule: Rule, side: str, silent: float, ref: FrameRef | None) -> Finding:
         return rule(f"the {side} sent nothing for {silent:.1f} s (heartbeat {self.interval:g} s)", related=ref)
+
+
+plain_state(Silence)  # not as a decorator: a decorated class is no native class for mypyc
