@@ -238,8 +238,9 @@ def test_the_hot_path_takes_the_busy_frames() -> None:
 
 
 def test_the_hot_path_takes_the_synchronous_exchanges(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Of the synchronous session, the general path makes only the connection's frames and the
-    two replies that need its words (the channels' Open, OpenOk, Close and CloseOk are hot)."""
+    """Of the synchronous session, the general path makes only the protocol header, the
+    connection's Close and CloseOk and the two replies that need its words (the handshake's
+    methods and the channels' Open, OpenOk, Close and CloseOk are hot)."""
     from collections import Counter
 
     from dissectors.amqp091.connection import Amqp091Connection
@@ -255,6 +256,88 @@ def test_the_hot_path_takes_the_synchronous_exchanges(monkeypatch: pytest.Monkey
     monkeypatch.setattr(Amqp091Connection, "frame", counted)
     out = replay(HOT, sync_session())
     assert sum(1 for e in out if e[0] == "frame") == 113
-    assert {c for c in general if not c.startswith(("Connection.", "ProtocolHeader"))} == {
-        "Queue.DeleteOk", "Exchange.DeleteOk"}
-    assert sum(general.values()) == 11
+    assert general == {"ProtocolHeader": 1, "Connection.Close": 1, "Connection.CloseOk": 1, "Queue.DeleteOk": 1,
+                       "Exchange.DeleteOk": 1}
+
+
+def handshake_sessions() -> list[Recorded]:
+    """The connection methods every way the handshake machine, the correlator and the
+    connection's own checks can take them: a handshake with heartbeats and a RabbitMQ 4.1 broker
+    (frame-min-size 8192) pipelined into one segment, then Blocked, Unblocked and UpdateSecret; a
+    Secure round and a mechanism that was not offered; a tune-ok asking for more than the server
+    allows; steps out of order, twice and unanswered; a handshake method on channel 1; and
+    handshake methods after the sender's Connection.Close."""
+    start = E.method("Connection.Start", version_major=0, version_minor=9, mechanisms="PLAIN AMQPLAIN", locales="en_US",
+                     server_properties={"product": "RabbitMQ", "version": "4.1.0"})
+    start_ok = E.method("Connection.StartOk", client_properties={}, mechanism="PLAIN", response="\0a\0b",
+                        locale="en_US")
+
+    def tune(**kw: int) -> bytes:
+        return E.method("Connection.Tune", **{"channel_max": 2047, "frame_max": 131072, "heartbeat": 60, **kw})
+
+    def tune_ok(**kw: int) -> bytes:
+        return E.method("Connection.TuneOk", **{"channel_max": 2047, "frame_max": 131072, "heartbeat": 60, **kw})
+
+    open_, open_ok = E.method("Connection.Open", virtual_host="/"), E.method("Connection.OpenOk")
+    sessions = []
+    s = E.Script().c(E.PROTOCOL_HEADER).s(start).c(start_ok).s(tune()).c(tune_ok() + open_).s(open_ok)
+    s.s(E.method("Connection.Blocked", reason="low on memory")).s(E.method("Connection.Unblocked"))
+    s.c(E.method("Connection.UpdateSecret", new_secret="t", reason="refresh")).s(E.method("Connection.UpdateSecretOk"))
+    sessions.append(s.open_channel(1).close())
+    s = E.Script().c(E.PROTOCOL_HEADER).s(start)
+    s.c(E.method("Connection.StartOk", client_properties={}, mechanism="EXTERNAL", response="", locale="en_US"))
+    s.s(E.method("Connection.Secure", challenge="c")).c(E.method("Connection.SecureOk", response="r"))
+    s.s(tune(channel_max=100, heartbeat=0)).c(tune_ok(channel_max=200, frame_max=4096, heartbeat=0))
+    sessions.append(s.c(open_).s(open_ok).close())
+    s = E.Script().c(E.PROTOCOL_HEADER).s(start).c(start_ok).s(tune(frame_max=8192)).c(tune_ok(frame_max=0))
+    sessions.append(s.c(open_).s(open_ok).s(open_ok).close())
+    s = E.Script().c(E.PROTOCOL_HEADER).s(start).s(start).c(tune_ok()).c(start_ok).c(open_).s(tune()).s(open_ok)
+    sessions.append(s.c(open_).c(E.method("Connection.Open", 1, virtual_host="/")).s(E.method("Connection.OpenOk", 1)))
+    s = E.Script().c(E.PROTOCOL_HEADER).s(start).c(start_ok)
+    s.c(E.method("Connection.Close", reply_code=200, reply_text="bye")).c(tune_ok()).c(open_).s(tune())
+    sessions.append(s.s(E.method("Connection.CloseOk")).s(open_ok))
+    return [Recorded("amqp091", False, [("feed", (d, data, ts)) for d, data, ts in s.steps] + [("end", (s.ts + 1,))])
+            for s in sessions]
+
+
+def test_hot_and_general_paths_agree_on_the_handshake() -> None:
+    found: set[str] = set()
+    for i, rec in enumerate(handshake_sessions()):
+        out = same(rec)
+        found |= {f[1] for e in out if e[0] == "frame" for f in e[9]} | {e[1] for e in out if e[0] == "finding"}
+        for variant in mutants(rec, f"handshake-{i}", 60, 4):
+            same(variant)
+        for variant in mutants(midstream(rec, random.Random(f"handshake-mid-{i}")), f"handshake-mid-{i}", 20, 3):
+            same(variant)
+    assert {"amqp091.handshake.order", "amqp091.handshake.mechanism", "amqp091.handshake.tune",
+            "amqp091.correlation.unknown_response", "amqp091.channel.after_close",
+            "amqp091.method.wrong_channel"} <= found, found
+    # With room for one outstanding request per side, the second UpdateSecret goes past the limit.
+    s = E.Script().handshake()
+    s.c(E.method("Connection.UpdateSecret", new_secret="t", reason="r")).c(E.method("Connection.UpdateSecret",
+                                                                                   new_secret="u", reason="r"))
+    rec = Recorded("amqp091", False, [("feed", (d, data, ts)) for d, data, ts in s.steps] + [("end", (s.ts + 1,))])
+    hot, general = Amqp091Dissector(limits={"requests": 1}), Amqp091Dissector(hot=False, limits={"requests": 1})
+    out = R.agree(hot, general, rec)
+    assert "amqp091.limit.exceeded" in {f[1] for e in out if e[0] == "frame" for f in e[9]}
+
+
+def test_the_hot_path_takes_the_handshake(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Of a connection's life, the general path makes only the protocol header and the
+    connection's Close and CloseOk: the handshake's methods are hot."""
+    from collections import Counter
+
+    from dissectors.amqp091.connection import Amqp091Connection
+
+    general: Counter[str] = Counter()
+    real = Amqp091Connection.frame
+
+    def counted(self, d, side, data, offset):  # type: ignore[no-untyped-def]
+        frame = real(self, d, side, data, offset)
+        general[frame.command] += 1
+        return frame
+
+    monkeypatch.setattr(Amqp091Connection, "frame", counted)
+    out = replay(HOT, handshake_sessions()[0])
+    assert sum(1 for e in out if e[0] == "frame") == 17
+    assert general == {"ProtocolHeader": 1, "Connection.Close": 1, "Connection.CloseOk": 1}

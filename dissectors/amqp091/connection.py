@@ -569,6 +569,12 @@ class Amqp091Connection(BaseConnection):
             self._answer(d, 0, meth, frame)
         if meth.responses:
             self._request(d, 0, meth, values, frame)
+        self.handshake_action(code, values, frame)
+
+    def handshake_action(self, code: int, values: dict[str, Any], frame: Frame) -> None:
+        """What a connection method other than Close and CloseOk does to the connection, once the
+        handshake machine and the correlator have taken it (the hot path's too: hotpath._hot_connection)."""
+        findings = frame.findings
         if code == M.CONNECTION_START:
             mech = values.get("mechanisms")
             if isinstance(mech, str):

@@ -1,6 +1,6 @@
 """The hot path: the frames of a busy connection (publish/deliver + content header + body, acks,
-and the requests and replies of synchronous exchanges, on open channels) checked with a few
-comparisons against the steady state.
+and the requests and replies of synchronous exchanges, on open channels) and the connection
+handshake's methods, checked with a few comparisons against the steady state.
 
 Each function here runs the same checks as the general path (``Amqp091Connection.frame``) but
 decides them from the state directly: when every check passes it builds the (lazy) frame and
@@ -34,8 +34,19 @@ from dissectors.amqp091.decode import (
 )
 from dissectors.amqp091.fast import FAST
 from dissectors.amqp091.framing import KNOWN_TYPES, Side
-from dissectors.amqp091.machines import CHANNEL, CLOSE, CLOSE_OK, CLOSED, HS_DONE, NEW, OPEN, OPEN_M, OPEN_OK
-from dissectors.amqp091.methods import METHODS, RESPONSE_CODES, Method
+from dissectors.amqp091.machines import (
+    CHANNEL,
+    CLOSE,
+    CLOSE_OK,
+    CLOSED,
+    HANDSHAKE,
+    HS_DONE,
+    NEW,
+    OPEN,
+    OPEN_M,
+    OPEN_OK,
+)
+from dissectors.amqp091.methods import CONNECTION_CLOSE, CONNECTION_CLOSE_OK, METHODS, RESPONSE_CODES, Method
 from dissectors.amqp091.tracking import ACTIONS
 from dissectors.kit.lazy import LazyFrame
 
@@ -64,6 +75,9 @@ def cut_segment(conn: Amqp091Connection, d: Direction, side: Side, data: bytes, 
             after = _HOT[ftype](conn, d, data, pos, stop, ch, size, base, out)
             if after:
                 pos = after
+                if not ch:  # a handshake method: tune-ok and start move the bounds and the cap
+                    quiet_size, quiet_ch = conn._quiet
+                    cap = side.cap
                 continue
         out.append(conn.frame(d, side, data[pos:stop], base + pos))
         if conn.foreign:
@@ -91,7 +105,12 @@ def _hot_method(conn: Amqp091Connection, d: Direction, data: bytes, pos: int, st
                 base: int, out: list[Event]) -> int:
     """A hot method from its allowed sender on an open channel of an open connection, with no
     content due: none of the general path's checks can fire, only its action runs."""
-    if size < 4 or ch == 0 or conn.hs != HS_DONE or d in conn.closed:
+    if size < 4:
+        return 0
+    if ch == 0:
+        handshake = _HOT_CONNECTION[d].get(IDS.unpack_from(data, pos + 7))
+        return _hot_connection(conn, d, data, pos, stop, size, base, out, handshake) if handshake else 0
+    if conn.hs != HS_DONE or d in conn.closed:
         return 0
     ids = IDS.unpack_from(data, pos + 7)
     hot = _HOT_METHODS[d].get(ids)
@@ -233,6 +252,43 @@ def _hot_channel(conn: Amqp091Connection, d: Direction, data: bytes, pos: int, s
             conn._forget_channel(ch)
     else:
         conn._request(d, ch, meth, values, frame)
+    return stop
+
+
+def _hot_connection(conn: Amqp091Connection, d: Direction, data: bytes, pos: int, stop: int, size: int, base: int,
+                    out: list[Event], hot: tuple[Method, Any, int]) -> int:
+    """A connection method on channel 0 other than Close and CloseOk (``hot``: the method, its
+    reader, _REQUEST/_REPLY/_NOT_SYNC), in its turn in the handshake, from a side that has not sent
+    connection.close, a reply only when it answers the oldest request: what _check_method does
+    with it, in its order (the handshake step, the answer or the request, then the connection's
+    own handshake_action), without its checks; else 0, having changed nothing. What the request
+    and the action find (a request past the correlator's limit, a mechanism not offered, a tune-ok
+    asking too much) they add to the frame themselves, as on the general path, which gives every
+    such frame back: so does this one."""
+    meth, validate, sync = hot
+    if d in conn.closed:
+        return 0
+    nxt, rule = HANDSHAKE.judge(conn.hs, d, meth.name)
+    if rule is not None:
+        return 0
+    raw = data[pos:stop]
+    values = validate(raw, 7 + size)
+    if values is None:
+        return 0
+    answers = None
+    if sync == _REPLY:
+        answers = conn.answers(d, 0, meth)
+        if answers is None:
+            return 0
+    frame = LazyFrame(d, base + pos, size + 8, meth.name, meth.code, [], raw, build_method, meth)
+    out.append(frame)
+    conn.hs = nxt
+    if answers is not None:
+        conn.link_answer(d, 0, answers, frame)
+    elif sync == _REQUEST:
+        conn._request(d, 0, meth, values, frame)
+    conn.handshake_action(meth.code, values, frame)
+    conn._quiet = conn._quiet_bounds()
     return stop
 
 
@@ -396,14 +452,24 @@ _HOT_METHODS: Final[dict[Direction, dict[tuple[int, int], tuple[Method, Any, Any
 #: the channel lifecycle methods _hot_channel takes (Flow is left to the general path).
 _HOT_CHANNEL: Final[dict[Direction, dict[tuple[int, int], tuple[Method, Any, str, int]]]] = {
     Direction.C2S: {}, Direction.S2C: {}}
+#: Per sender: (class id, method id) -> (method, reader, _REQUEST/_REPLY/_NOT_SYNC) of the connection
+#: methods _hot_connection takes: every one of class connection but Close and CloseOk, whose
+#: handling is their own (_connection_method).
+_HOT_CONNECTION: Final[dict[Direction, dict[tuple[int, int], tuple[Method, Any, int]]]] = {
+    Direction.C2S: {}, Direction.S2C: {}}
 #: The channel machine's events named by those methods (the machine's own objects: compared by identity).
 _LIFECYCLE: Final = {event: event for event in (OPEN_M, OPEN_OK, CLOSE, CLOSE_OK)}
 for _code, _meth in METHODS.items():
     _event = _LIFECYCLE.get(_meth.name)
-    if _meth.note or (_meth.class_id <= 20 and _event is None):
-        continue
     _validate = FAST.get(_code) or partial(lazy_values, _meth)
     _sync = _REPLY if _code in RESPONSE_CODES else _REQUEST if _meth.responses else _NOT_SYNC
+    if _meth.class_id == 10 and not _meth.note and _code not in (CONNECTION_CLOSE, CONNECTION_CLOSE_OK):
+        for _d in (Direction.C2S, Direction.S2C):
+            if _meth.direction in ("both", _d):
+                _HOT_CONNECTION[_d][_meth.class_id, _meth.method_id] = (_meth, _validate, _sync)
+        continue
+    if _meth.note or (_meth.class_id <= 20 and _event is None):
+        continue
     _coded = any(f.name == "reply_code" for f in _meth.layout.fields)
     for _d in (Direction.C2S, Direction.S2C):
         if _meth.direction in ("both", _d):
