@@ -63,6 +63,7 @@ from analyzer.protocol_choice import SNIFF_LIMIT, SNIFF_THRESHOLD, best_guess, p
 from analyzer.reassembly import GAP, Data, Gap, Note
 from analyzer.reassembly import RULES as TCP_RULES
 from analyzer.registry import load_dissectors
+from analyzer.segment_feed import fast_segment, feed, foreign_bytes
 from analyzer.tcp_heads import known_segment
 from analyzer.wakeups import Wakeups
 
@@ -95,7 +96,6 @@ DEFAULT_IDLE_TIMEOUT = 300.0
 _SYN_FIN_RST = SYN | FIN | RST
 _SYN_ACK = SYN | ACK
 #: What a delivery that made nothing gives back (shared: no list per packet).
-_NOTHING: tuple[Event, ...] = ()
 _C2S, _S2C = Direction.C2S, Direction.S2C
 
 
@@ -290,7 +290,6 @@ class Analyzer:
         linkdec = self.linkdec
         decode = linkdec.decode
         fastmap = self._fast
-        fast = self._fast_segment
         heap = self._heap
         by_link = IP4TCP_BY_LINK
         # Counters live in locals in the loop and are written back before anything is yielded.
@@ -322,9 +321,9 @@ class Analyzer:
                                 info = conv.info
                                 info.packets += 1
                                 info.last_ts = ts
-                                _foreign_bytes(conv, hit, end - start)
+                                foreign_bytes(conv, hit, end - start)
                                 continue
-                            out = fast(hit, seq, ack, flags, data[start:end], number, ts)
+                            out = fast_segment(self, hit, seq, ack, flags, data[start:end], number, ts)
                             if out:
                                 self.packets, self.last_ts = count, ts
                                 yield from out
@@ -355,7 +354,7 @@ class Analyzer:
                 key = linkdec.key
                 hit = fastmap.get(key)
                 if hit is not None and not seg.flags & _SYN_FIN_RST:
-                    out = fast(hit, seg.seq, seg.ack, seg.flags, seg.payload, number, ts)
+                    out = fast_segment(self, hit, seg.seq, seg.ack, seg.flags, seg.payload, number, ts)
                     if out:
                         self.packets, self.last_ts = count, ts
                         yield from out
@@ -373,51 +372,10 @@ class Analyzer:
             if final is not None:  # None: fed by feed(), the capture goes on as it is
                 yield from self._suspend()
 
-    def _fast_segment(self, side: Side, seq: int, ack: int, flags: int, payload: bytes, number: int,
-                      ts: float) -> Iterable[Event] | None:
-        """A segment of a known, decided conversation without SYN, FIN or RST. The common case (at
-        most one in-order piece of data) goes without generators and gives back what the dissector
-        made of it; anything else (data released from the out-of-order buffer, a loss, a mismatch)
-        is given back as a generator, so that however many frames one packet releases they stream
-        out one at a time instead of being collected first."""
-        conv = side.conv
-        info = conv.info
-        info.packets += 1
-        info.last_ts = ts
-        if conv.foreign:
-            _foreign_bytes(conv, side, len(payload))
-            return None
-        direction = _C2S if conv.c2s is side else _S2C
-        if flags & ACK and ack != side.last_ack:
-            other = conv.s2c if direction is _C2S else conv.c2s
-            # Usually the other direction's next sequence number: share that int object.
-            side.last_ack = other.next_seq if ack == other.next_seq else ack
-            peer = other.peer_ack(ack, number, ts)
-            if peer:
-                return self._fast_released(conv, direction, side, peer, seq, payload, number, ts)
-        if payload:
-            # The common case (the next bytes in order) without a list and a Data made and read.
-            offset = side.in_order(seq, payload)
-            if offset < 0:
-                events = side.segment(seq, payload, False, number, ts)
-                if not events:
-                    return None
-                if len(events) != 1 or type(events[0]) is not Data:
-                    return self._stream(conv, direction, events, ts)
-                offset, payload, _, _ = events[0]  # the packet and time are this segment's
-            # One piece of data, without _stream's generator.
-            if direction is _C2S:
-                info.bytes_c2s += len(payload)
-            else:
-                info.bytes_s2c += len(payload)
-            if conv.conn is not None:
-                return self._feed(conv, direction, offset, payload, number, ts)
-        return None
-
     def _fast_released(self, conv: Conversation, direction: Direction, side: Side, peer: list[Data | Gap | Note],
                        seq: int, payload: bytes, number: int, ts: float) -> Iterator[Event]:
-        """The rest of :meth:`_fast_segment` once the acknowledgement released the other
-        direction's held-back data: that stream first, then this segment's own bytes."""
+        """The rest of analyzer.segment_feed's fast_segment once the acknowledgement released the
+        other direction's held-back data: that stream first, then this segment's own bytes."""
         yield from self._stream(conv, direction.other, peer, ts)
         if payload:
             events = side.segment(seq, payload, False, number, ts)
@@ -592,7 +550,7 @@ class Analyzer:
             side.syn(seq)
             if direction is _C2S:
                 conv.isn_client = seq
-        _foreign_bytes(conv, side, len(payload))
+        foreign_bytes(conv, side, len(payload))
         if flags & FIN:
             side.fin = True
         if flags & RST or (side.fin and conv.side(direction.other).fin):
@@ -810,72 +768,12 @@ class Analyzer:
     def _deliver(self, conv: Conversation, direction: Direction, ev: Data | Gap) -> Sequence[Event]:
         """Hand a stream event (bytes or a hole) to the dissector; what it returns, stamped."""
         if type(ev) is Data:
-            return self._feed(conv, direction, ev.offset, ev.data, ev.packet, ev.ts)
-        return self._feed(conv, direction, ev.offset, None, ev.packet or 0, ev.ts, ev.length)
+            return feed(self, conv, direction, ev.offset, ev.data, ev.packet, ev.ts)
+        return feed(self, conv, direction, ev.offset, None, ev.packet or 0, ev.ts, ev.length)
 
-    def _feed(self, conv: Conversation, direction: Direction, offset: int, data: bytes | None, packet: int,
-              ts: float, lost: int = 0) -> Sequence[Event]:
-        """Hand stream bytes at ``offset`` (or, with ``data`` None, a hole of ``lost`` bytes) to the
-        dissector; what it returns, stamped. The bytes come unpacked rather than as a :class:`Data`:
-        the fast path has them at hand and reading a named tuple's fields costs more."""
-        conn = conv.conn
-        assert conn is not None
-        try:
-            if data is not None:
-                end = offset + len(data)
-                reasm = conv.c2s if direction is _C2S else conv.s2c
-                if end == reasm.next_abs:
-                    end = reasm.next_abs  # the same int object: an idle direction keeps one of them
-                # The segment is recorded only after the dissector has seen it: when it makes
-                # frames lying wholly in it, _emit records it as the only one left without first
-                # moving the previous one into a list (a list and a tuple per packet).
-                try:
-                    out = conn.feed(direction, data, ts)
-                except Exception:
-                    reasm.add(end, packet, ts)
-                    raise
-                left_out = False
-                if conv.leaves_out:
-                    own, other = conn.frames_left_out, conn.other_frames_left_out
-                    if own:
-                        conv.info.frames += own
-                        conn.frames_left_out = 0
-                        left_out = True
-                    if other:  # not ended by these bytes: they say nothing of this direction's segments
-                        conv.info.frames += other
-                        conn.other_frames_left_out = 0
-                    anchors = conn.anchors_left_out
-                    if anchors:  # of frames that end in these bytes: this packet is their last
-                        for ref in anchors:
-                            ref[2] = packet
-                        anchors.clear()
-                if out:
-                    result = self._emit(conv, out, direction, offset, packet, ts, end)
-                else:
-                    if left_out:
-                        # Frames ended in these bytes, so no later frame starts before them: this
-                        # segment alone is kept, as _emit leaves it after a frame made from it.
-                        reasm.older = None
-                        reasm.seg_end, reasm.seg_packet, reasm.seg_ts = end, packet, ts
-                    else:
-                        reasm.add(end, packet, ts)
-                    result = _NOTHING
-            else:
-                out = conn.gap(direction, lost, ts)
-                result = self._emit(conv, out) if out else _NOTHING
-            if conv.timed:
-                # Bytes may have moved the deadline (an answer arrived, a heartbeat was seen).
-                dl = conn.deadline()
-                if dl != conv.deadline:
-                    conv.deadline = dl
-                    wake = conv.wake
-                    # A wake-up already due at or before the new deadline stands (schedule() would
-                    # keep it: its idle expiry, if any, came from an earlier last packet).
-                    if dl is not None and (wake is None or wake[0] > dl):
-                        self._wakeups.schedule(conv, self.idle_timeout)
-            return result
-        except Exception as exc:  # a dissector bug must not end the whole analysis
-            return [self._account(conv, _dissector_crash(conv, exc))]
+    def _crashed(self, conv: Conversation, exc: Exception) -> list[Event]:
+        """What a dissector's exception while fed becomes (analyzer/segment_feed.py's feed)."""
+        return [self._account(conv, _dissector_crash(conv, exc))]
 
     def _emit(self, conv: Conversation, out: Iterable[Event], fed: Direction | None = None, fed_at: int = 0,
               packet: int = 0, ts: float = 0.0, fed_end: int = 0) -> list[Event]:
@@ -885,7 +783,7 @@ class Analyzer:
 
         ``fed``, ``fed_at``, ``packet``, ``ts``, ``fed_end``: the direction, stream offsets (start,
         end), packet and time of the bytes just fed (None after a hole, a tick or the end), which
-        :meth:`_feed` left to this method to record in that direction's segments. A frame of that
+        analyzer.segment_feed.feed left to this method to record in that direction's segments. A frame of that
         direction starting at or after ``fed_at`` lies wholly in that one segment: it ends within
         the bytes fed so far, and every earlier segment ends at or before ``fed_at``. So it takes
         that packet and time without a look at the segments, which end up holding just that
@@ -1186,17 +1084,6 @@ class Analyzer:
 
 def _conv_id(conv: Conversation) -> int:
     return conv.info.id
-
-
-def _foreign_bytes(conv: Conversation, side: Side, size: int) -> None:
-    """Count another shard's conversation's bytes as they come (no reassembly: retransmissions
-    count twice): what matters here is whether it carried any, which decides whether a new SYN
-    on its 4-tuple starts a new conversation (:meth:`Conversation.reopened_by`)."""
-    if size:
-        if side is conv.c2s:
-            conv.info.bytes_c2s += size
-        else:
-            conv.info.bytes_s2c += size
 
 
 def _shown_request(conv: Conversation, ref: Any) -> None:

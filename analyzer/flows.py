@@ -1,15 +1,21 @@
 """Conversation bookkeeping: the summary of a TCP conversation that outlives it (:class:`FlowInfo`),
-and the state of an open one (:class:`Conversation`, one :class:`Side` per direction)."""
+and the state of an open one (:class:`Conversation`, one :class:`Side` per direction).
+
+Compiled where it can be (analyzer/native.py), with the reassembly its sides are made of and the
+engine's per-packet path that reads them (analyzer/segment_feed.py): code compiled together reads
+the attributes of these classes directly, where Python reads them through descriptors."""
+
+# streamproto: compiled (setup.py builds it with mypyc where it can; analyzer/native.py)
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from typing import Any, ClassVar
 
 from analyzer.api import Connection, Direction, Dissector, Severity
 from analyzer.community_id import community_id
 from analyzer.packets import flow_key
 from analyzer.reassembly import Data, Gap, StreamReassembler, b64, unb64
+from analyzer.segments import Older, consumed
 
 _C2S, _S2C = Direction.C2S, Direction.S2C
 
@@ -23,8 +29,9 @@ class FlowInfo:
                  "frames", "bytes_c2s", "bytes_s2c", "errors", "warnings", "notes", "first_ts", "last_ts", "complete",
                  "_cid")
     #: The fields of :meth:`to_plain`, in the checkpoint's order (endpoints as [address, port]).
-    PLAIN = ("id", "client", "server", "protocol", "dialect", "packets", "frames", "bytes_c2s", "bytes_s2c",
-             "errors", "warnings", "notes", "first_ts", "last_ts", "complete", "community_id")
+    PLAIN: ClassVar[tuple[str, ...]] = (
+        "id", "client", "server", "protocol", "dialect", "packets", "frames", "bytes_c2s", "bytes_s2c", "errors",
+        "warnings", "notes", "first_ts", "last_ts", "complete", "community_id")
 
     def __init__(self, id: int, client: tuple[str, int], server: tuple[str, int], first_ts: float = 0.0,
                  last_ts: float = 0.0) -> None:
@@ -109,7 +116,7 @@ class FlowInfo:
 
     @classmethod
     def from_plain(cls, values: list[Any]) -> FlowInfo:
-        info = cls.__new__(cls)
+        info = FlowInfo(0, ("", 0), ("", 0))  # (a compiled class has no __new__ to call)
         for k, v in zip(cls.PLAIN, values, strict=True):
             setattr(info, k, tuple(v) if k in ("client", "server") else v)
         return info
@@ -139,26 +146,6 @@ def endpoint_text(ip: str, port: int) -> str:
     return text
 
 
-class Older(list[tuple[int, int, float]]):
-    """The older delivered segments of a :class:`Side`: a list that carries how many of its first
-    entries are consumed (``head``), so that the side needs no slot for it while it has no list."""
-
-    __slots__ = ("head",)
-
-    def __init__(self, entries: Iterable[tuple[int, int, float]] = ()) -> None:
-        super().__init__(entries)
-        self.head = 0
-
-
-def _consumed(older: Older) -> None:
-    """Drop the consumed entries once they are at least half the list: amortised O(1) per
-    entry, and an idle side keeps at most as many dead entries as live ones."""
-    h = older.head
-    if h and 2 * h >= len(older):
-        del older[:h]
-        older.head = 0
-
-
 class Side(StreamReassembler):
     """One direction: its reassembly (this object is its :class:`StreamReassembler`), the map from
     stream offsets back to packets, and what the packet loop's fast path needs (it is the value of
@@ -183,7 +170,7 @@ class Side(StreamReassembler):
         self.seg_ts = 0.0
         # (end offset, packet number, ts) of the data delivered before it and not yet consumed,
         # oldest first from its ``head`` (the entries before it are dropped in batches, see
-        # :func:`_consumed`); None when there are none, the usual case.
+        # :func:`analyzer.segments.consumed`); None when there are none, the usual case.
         self.older: Older | None = None
         self.last_ack: int | None = None  # the last acknowledgement number this side sent
 
@@ -248,7 +235,7 @@ class Side(StreamReassembler):
                 older.append(entry)
                 if len(older) - older.head >= 100_000:  # a dissector that never makes a frame
                     older.head += 1
-                    _consumed(older)
+                    consumed(older)
         self.seg_end, self.seg_packet, self.seg_ts = end, packet, ts
 
     def only_newest(self) -> None:
@@ -270,7 +257,7 @@ class Side(StreamReassembler):
                 self.older = None
             else:
                 older.head = h
-                _consumed(older)
+                consumed(older)
                 h = older.head
                 n = len(older)
                 first = older[h][1]

@@ -19,6 +19,8 @@ the capture usually also shows unacknowledged, so the common case is still cover
 open but quiet conversation keeps no stream bytes at all.
 """
 
+# streamproto: compiled (setup.py builds it with mypyc where it can; analyzer/native.py)
+
 from __future__ import annotations
 
 import base64

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from importlib.util import module_from_spec, spec_from_file_location
+from pathlib import Path
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from analyzer import reassembly
 from analyzer.reassembly import GAP, Data, Gap, Note, StreamReassembler
 
 
@@ -185,7 +189,17 @@ def test_gap_rule_is_a_capture_finding():
     assert GAP.id == "tcp.gap" and GAP.category == "capture"
 
 
-class _General(StreamReassembler):
+def _source() -> object:
+    """analyzer/reassembly.py, loaded apart from its source: the module may run compiled, and a
+    compiled class cannot be subclassed (tests/test_native.py holds both builds alike)."""
+    spec = spec_from_file_location("reassembly_source", Path(reassembly.__file__).with_name("reassembly.py"))
+    assert spec is not None and spec.loader is not None
+    source = module_from_spec(spec)
+    spec.loader.exec_module(source)
+    return source
+
+
+class _General(_source().StreamReassembler):  # type: ignore[attr-defined, misc]
     """A reassembler without shortcuts: acknowledgements and in-order data go the general way."""
 
     __slots__ = ()
