@@ -52,7 +52,6 @@ from analyzer.flows import (
 from analyzer.packets import (
     ACK,
     FIN,
-    IP4TCP_BY_LINK,
     RST,
     SYN,
     LinkDecoder,
@@ -63,8 +62,7 @@ from analyzer.protocol_choice import SNIFF_LIMIT, SNIFF_THRESHOLD, best_guess, p
 from analyzer.reassembly import GAP, Data, Gap, Note
 from analyzer.reassembly import RULES as TCP_RULES
 from analyzer.registry import load_dissectors
-from analyzer.segment_feed import fast_segment, feed, foreign_bytes
-from analyzer.tcp_heads import known_segment
+from analyzer.segment_feed import feed, foreign_bytes, run_packets
 from analyzer.wakeups import Wakeups
 
 __all__ = [
@@ -93,9 +91,6 @@ CLOSED_KEEP = 4096
 #: Seconds of capture time without a packet after which a conversation is finished (Zeek's
 #: default for TCP inactivity is the same 5 minutes). 0 or None: never.
 DEFAULT_IDLE_TIMEOUT = 300.0
-_SYN_FIN_RST = SYN | FIN | RST
-_SYN_ACK = SYN | ACK
-#: What a delivery that made nothing gives back (shared: no list per packet).
 _C2S, _S2C = Direction.C2S, Direction.S2C
 
 
@@ -287,84 +282,7 @@ class Analyzer:
         yield from self._pop_startup_errors()
 
     def _run(self, packets: Iterable[RawPacket], final: bool | None) -> Iterator[Event]:
-        linkdec = self.linkdec
-        decode = linkdec.decode
-        fastmap = self._fast
-        heap = self._heap
-        by_link = IP4TCP_BY_LINK
-        # Counters live in locals in the loop and are written back before anything is yielded.
-        count = self.packets
-        ts = self.last_ts
-        started = self.first_ts is not None
-        try:
-            for pkt in packets:
-                count += 1
-                number = count  # the engine's own ordinal: across files, one packet identity
-                _, ts, linktype, data, orig_len = pkt  # a RawPacket or a plain tuple of its fields
-                if not started:
-                    self.first_ts, started = ts, True
-                if heap and heap[0][0] <= ts:
-                    # Capture time reached a conversation's deadline or idle expiry.
-                    self.packets, self.last_ts = count, ts
-                    yield from self._timers(ts)
-                # The shape of nearly every packet (IPv4 without options or IPv6 without extension
-                # headers, TCP, on a fixed-length link header, in a conversation already under way)
-                # goes without building a TcpSegment.
-                link = by_link.get(linktype)
-                if link is not None:
-                    got = known_segment(data, link, fastmap)
-                    if got is not None:
-                        hit, seq, ack, flags, start, end = got
-                        if not flags & _SYN_FIN_RST:
-                            conv = hit.conv
-                            if conv.foreign:  # another shard's: counted, no more (before the payload is cut)
-                                info = conv.info
-                                info.packets += 1
-                                info.last_ts = ts
-                                foreign_bytes(conv, hit, end - start)
-                                continue
-                            out = fast_segment(self, hit, seq, ack, flags, data[start:end], number, ts)
-                            if out:
-                                self.packets, self.last_ts = count, ts
-                                yield from out
-                            continue
-                        if flags & _SYN_ACK != SYN:
-                            # A SYN-ACK, FIN or RST of a known conversation: the general path's steps
-                            # without building a TcpSegment and looking the conversation up again (a
-                            # bare SYN may start a new conversation on the 4-tuple: not here).
-                            conv = hit.conv
-                            self.packets, self.last_ts = count, ts
-                            yield from self._on_segment(conv, _C2S if conv.c2s is hit else _S2C, seq, ack, flags,
-                                                        data[start:end], number, ts)
-                            if self._startup_errors:
-                                yield from self._pop_startup_errors()
-                            continue
-                seg = decode(pkt)
-                if seg is None:
-                    continue
-                if seg.truncated and self._capture_owner:
-                    self.packets, self.last_ts = count, ts
-                    self.truncated_packets += 1
-                    file, local = self.place(number)
-                    f = TRUNCATED_PACKET(f"packet {local}{f' of {file}' if file else ''} was cut by the snap "
-                                         f"length ({len(data)} of {orig_len} bytes captured)")
-                    f.frame = number
-                    self.capture_findings[f.severity] += 1
-                    yield f
-                key = linkdec.key
-                hit = fastmap.get(key)
-                if hit is not None and not seg.flags & _SYN_FIN_RST:
-                    out = fast_segment(self, hit, seg.seq, seg.ack, seg.flags, seg.payload, number, ts)
-                    if out:
-                        self.packets, self.last_ts = count, ts
-                        yield from out
-                    continue
-                self.packets, self.last_ts = count, ts
-                yield from self._segment(seg, key, number, ts)
-                if self._startup_errors:
-                    yield from self._pop_startup_errors()
-        finally:
-            self.packets, self.last_ts = count, ts
+        yield from run_packets(self, packets)  # the packet loop (compiled: analyzer/segment_feed.py)
         if final:
             yield from self.finish()
         else:
@@ -770,6 +688,16 @@ class Analyzer:
         if type(ev) is Data:
             return feed(self, conv, direction, ev.offset, ev.data, ev.packet, ev.ts)
         return feed(self, conv, direction, ev.offset, None, ev.packet or 0, ev.ts, ev.length)
+
+    def _truncated(self, number: int, captured: int, orig_len: int) -> Finding:
+        """A packet cut by the snap length (the packet loop, analyzer/segment_feed.py), counted."""
+        self.truncated_packets += 1
+        file, local = self.place(number)
+        f = TRUNCATED_PACKET(f"packet {local}{f' of {file}' if file else ''} was cut by the snap "
+                             f"length ({captured} of {orig_len} bytes captured)")
+        f.frame = number
+        self.capture_findings[f.severity] += 1
+        return f
 
     def _crashed(self, conv: Conversation, exc: Exception) -> list[Event]:
         """What a dissector's exception while fed becomes (analyzer/segment_feed.py's feed)."""

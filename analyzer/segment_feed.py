@@ -1,27 +1,122 @@
-"""The engine's per-packet path: a segment of a conversation already under way, reassembled and
-fed to its dissector.
+"""The engine's per-packet path: the packet loop, and a segment of a conversation already under
+way reassembled and fed to its dissector.
 
 Functions of the engine (:class:`analyzer.engine.Analyzer`, passed as ``engine``) moved into a
 module of their own so that they are compiled (analyzer/native.py) together with the classes they
-read on every packet (analyzer/flows.py, analyzer/reassembly.py); the engine's generators and its
-stamping of frames (``_stream``, ``_fast_released``, ``_emit``) stay in it and are called back.
+read on every packet (analyzer/flows.py, analyzer/reassembly.py, analyzer/tcp_heads.py); the
+engine's general steps, its generators and its stamping of frames (``_segment``, ``_on_segment``,
+``_stream``, ``_fast_released``, ``_emit``, ...) stay in it and are called back.
 """
 
 # streamproto: compiled (setup.py builds it with mypyc where it can; analyzer/native.py)
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Final
 
 from analyzer.api import Direction, Event
 from analyzer.flows import Conversation, Side
-from analyzer.packets import ACK
+from analyzer.packets import ACK, FIN, IP4TCP_BY_LINK, RST, SYN
 from analyzer.reassembly import Data
+from analyzer.tcp_heads import known_segment
 
 C2S: Final = Direction.C2S
 S2C: Final = Direction.S2C
 NOTHING: Final[tuple[Event, ...]] = ()
+SYN_FIN_RST: Final[int] = SYN | FIN | RST
+SYN_ACK: Final[int] = SYN | ACK
+ONLY_SYN: Final[int] = SYN
+ACK_FLAG: Final[int] = ACK
+
+
+def run_packets(engine: Any, packets: Iterable[Any]) -> Iterator[Event]:
+    """The engine's packet loop over ``packets`` (each a RawPacket or a plain tuple of its fields):
+    Analyzer._run but for what it does at the end."""
+    linkdec = engine.linkdec
+    decode = linkdec.decode
+    fastmap: dict[bytes, Any] = engine._fast
+    heap: list[Any] = engine._heap
+    by_link: dict[int, tuple[int, int]] = IP4TCP_BY_LINK
+    # Counters live in locals in the loop and are written back before anything is yielded.
+    count: int = engine.packets
+    ts: Any = engine.last_ts
+    started = engine.first_ts is not None
+    data: Any  # bytes from every reader; known_segment checks it is (as it did called from Python)
+    hit: Side
+    try:
+        for pkt in packets:
+            count += 1
+            number = count  # the engine's own ordinal: across files, one packet identity
+            _, ts, linktype, data, orig_len = pkt
+            if not started:
+                engine.first_ts = ts
+                started = True
+            if heap and heap[0][0] <= ts:
+                # Capture time reached a conversation's deadline or idle expiry.
+                engine.packets = count
+                engine.last_ts = ts
+                yield from engine._timers(ts)
+            # The shape of nearly every packet (IPv4 without options or IPv6 without extension
+            # headers, TCP, on a fixed-length link header, in a conversation already under way)
+            # goes without building a TcpSegment.
+            link = by_link.get(linktype)
+            if link is not None:
+                got = known_segment(data, link, fastmap)
+                if got is not None:
+                    hit, seq, ack, flags, start, end = got
+                    if not flags & SYN_FIN_RST:
+                        conv = hit.conv
+                        assert conv is not None
+                        if conv.foreign:  # another shard's: counted, no more (before the payload is cut)
+                            info = conv.info
+                            info.packets += 1
+                            info.last_ts = ts
+                            foreign_bytes(conv, hit, end - start)
+                            continue
+                        out = fast_segment(engine, hit, seq, ack, flags, data[start:end], number, ts)
+                        if out:
+                            engine.packets = count
+                            engine.last_ts = ts
+                            yield from out
+                        continue
+                    if flags & SYN_ACK != ONLY_SYN:
+                        # A SYN-ACK, FIN or RST of a known conversation: the general path's steps
+                        # without building a TcpSegment and looking the conversation up again (a
+                        # bare SYN may start a new conversation on the 4-tuple: not here).
+                        conv = hit.conv
+                        assert conv is not None
+                        engine.packets = count
+                        engine.last_ts = ts
+                        yield from engine._on_segment(conv, C2S if conv.c2s is hit else S2C, seq, ack, flags,
+                                                      data[start:end], number, ts)
+                        if engine._startup_errors:
+                            yield from engine._pop_startup_errors()
+                        continue
+            seg = decode(pkt)
+            if seg is None:
+                continue
+            if seg.truncated and engine._capture_owner:
+                engine.packets = count
+                engine.last_ts = ts
+                yield engine._truncated(number, len(data), orig_len)
+            key = linkdec.key
+            found = fastmap.get(key)
+            if found is not None and not seg.flags & SYN_FIN_RST:
+                out = fast_segment(engine, found, seg.seq, seg.ack, seg.flags, seg.payload, number, ts)
+                if out:
+                    engine.packets = count
+                    engine.last_ts = ts
+                    yield from out
+                continue
+            engine.packets = count
+            engine.last_ts = ts
+            yield from engine._segment(seg, key, number, ts)
+            if engine._startup_errors:
+                yield from engine._pop_startup_errors()
+    finally:
+        engine.packets = count
+        engine.last_ts = ts
 
 
 def fast_segment(engine: Any, side: Side, seq: int, ack: int, flags: int, payload: bytes, number: int,
@@ -40,7 +135,7 @@ def fast_segment(engine: Any, side: Side, seq: int, ack: int, flags: int, payloa
         foreign_bytes(conv, side, len(payload))
         return None
     direction = C2S if conv.c2s is side else S2C
-    if flags & ACK and ack != side.last_ack:
+    if flags & ACK_FLAG and ack != side.last_ack:
         other = conv.s2c if direction is C2S else conv.c2s
         # Usually the other direction's next sequence number: share that int object.
         side.last_ack = other.next_seq if ack == other.next_seq else ack

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from analyzer import engine
+from analyzer import segment_feed
 from analyzer.api import Frame
 from analyzer.engine import Analyzer
 from analyzer.packets import FIN
@@ -41,7 +41,7 @@ def _run(path: str, shard: tuple[int, int] | None = None) -> tuple[list[tuple], 
 def _both(path: str, monkeypatch: pytest.MonkeyPatch, shard: tuple[int, int] | None = None) -> tuple:
     shortcut = _run(path, shard)
     with monkeypatch.context() as m:
-        m.setattr(engine, "IP4TCP_BY_LINK", {})
+        m.setattr(segment_feed, "IP4TCP_BY_LINK", {})  # the packet loop's (compiled: a plain global)
         general = _run(path, shard)
     return shortcut, general
 
