@@ -10,6 +10,7 @@ synthetic session like the benchmark's.
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -237,12 +238,9 @@ def test_the_hot_path_takes_the_busy_frames() -> None:
     assert taken > 100
 
 
-def test_the_hot_path_takes_the_synchronous_exchanges(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Of the synchronous session, the general path makes only the protocol header, the
-    connection's Close and CloseOk and the two replies that need its words (the handshake's
-    methods and the channels' Open, OpenOk, Close and CloseOk are hot)."""
-    from collections import Counter
-
+def replay_counting_general(rec: Recorded, monkeypatch: pytest.MonkeyPatch) -> tuple[list, Counter[str]]:
+    """``rec`` replayed through the hot path, and the commands of the frames the general path
+    (Amqp091Connection.frame) made meanwhile."""
     from dissectors.amqp091.connection import Amqp091Connection
 
     general: Counter[str] = Counter()
@@ -254,7 +252,14 @@ def test_the_hot_path_takes_the_synchronous_exchanges(monkeypatch: pytest.Monkey
         return frame
 
     monkeypatch.setattr(Amqp091Connection, "frame", counted)
-    out = replay(HOT, sync_session())
+    return replay(HOT, rec), general
+
+
+def test_the_hot_path_takes_the_synchronous_exchanges(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Of the synchronous session, the general path makes only the protocol header, the
+    connection's Close and CloseOk and the two replies that need its words (the handshake's
+    methods and the channels' Open, OpenOk, Close and CloseOk are hot)."""
+    out, general = replay_counting_general(sync_session(), monkeypatch)
     assert sum(1 for e in out if e[0] == "frame") == 113
     assert general == {"ProtocolHeader": 1, "Connection.Close": 1, "Connection.CloseOk": 1, "Queue.DeleteOk": 1,
                        "Exchange.DeleteOk": 1}
@@ -325,19 +330,6 @@ def test_hot_and_general_paths_agree_on_the_handshake() -> None:
 def test_the_hot_path_takes_the_handshake(monkeypatch: pytest.MonkeyPatch) -> None:
     """Of a connection's life, the general path makes only the protocol header and the
     connection's Close and CloseOk: the handshake's methods are hot."""
-    from collections import Counter
-
-    from dissectors.amqp091.connection import Amqp091Connection
-
-    general: Counter[str] = Counter()
-    real = Amqp091Connection.frame
-
-    def counted(self, d, side, data, offset):  # type: ignore[no-untyped-def]
-        frame = real(self, d, side, data, offset)
-        general[frame.command] += 1
-        return frame
-
-    monkeypatch.setattr(Amqp091Connection, "frame", counted)
-    out = replay(HOT, handshake_sessions()[0])
+    out, general = replay_counting_general(handshake_sessions()[0], monkeypatch)
     assert sum(1 for e in out if e[0] == "frame") == 17
     assert general == {"ProtocolHeader": 1, "Connection.Close": 1, "Connection.CloseOk": 1}

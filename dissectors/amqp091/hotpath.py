@@ -225,15 +225,11 @@ def _hot_channel(conn: Amqp091Connection, d: Direction, data: bytes, pos: int, s
         if content is not None and (ch in content.awaiting or ch in content.body):
             return 0
     raw = data[pos:stop]
-    values = validate(raw, 7 + size)
-    if values is None:
+    read = _read_sync(conn, d, ch, meth, validate, raw, size, sync)
+    if read is None:
         return 0
-    answers = None
-    if sync == _REPLY:
-        answers = conn.answers(d, ch, meth)
-        if answers is None:
-            return 0
-    elif conn.corr.outstanding(d) >= conn.corr.limit:
+    values, answers = read
+    if answers is None and conn.corr.outstanding(d) >= conn.corr.limit:
         return 0
     frame = LazyFrame(d, base + pos, size + 8, meth.name, meth.code, [], raw, build_method, meth)
     out.append(frame)
@@ -272,14 +268,10 @@ def _hot_connection(conn: Amqp091Connection, d: Direction, data: bytes, pos: int
     if rule is not None:
         return 0
     raw = data[pos:stop]
-    values = validate(raw, 7 + size)
-    if values is None:
+    read = _read_sync(conn, d, 0, meth, validate, raw, size, sync)
+    if read is None:
         return 0
-    answers = None
-    if sync == _REPLY:
-        answers = conn.answers(d, 0, meth)
-        if answers is None:
-            return 0
+    values, answers = read
     frame = LazyFrame(d, base + pos, size + 8, meth.name, meth.code, [], raw, build_method, meth)
     out.append(frame)
     conn.hs = nxt
@@ -290,6 +282,22 @@ def _hot_connection(conn: Amqp091Connection, d: Direction, data: bytes, pos: int
     conn.handshake_action(meth.code, values, frame)
     conn._quiet = conn._quiet_bounds()
     return stop
+
+
+def _read_sync(conn: Amqp091Connection, d: Direction, ch: int, meth: Method, validate: Any, raw: bytes, size: int,
+               sync: int) -> tuple[dict[str, Any], list | None] | None:
+    """The values of a channel lifecycle or connection method frame ``raw`` (``size`` bytes of
+    payload) and, for a reply (``sync``), the request it answers: None when its arguments need the
+    general path's words or a reply answers no request."""
+    values = validate(raw, 7 + size)
+    if values is None:
+        return None
+    answers = None
+    if sync == _REPLY:
+        answers = conn.answers(d, ch, meth)
+        if answers is None:
+            return None
+    return values, answers
 
 
 def _hot_content(conn: Amqp091Connection, d: Direction, meth: Method, data: bytes, pos: int, ch: int, base: int,
