@@ -711,8 +711,9 @@ class Analyzer:
 
         ``fed``, ``fed_at``, ``packet``, ``ts``, ``fed_end``: the direction, stream offsets (start,
         end), packet and time of the bytes just fed (None after a hole, a tick or the end), which
-        analyzer.segment_feed.feed left to this method to record in that direction's segments. A frame of that
-        direction starting at or after ``fed_at`` lies wholly in that one segment: it ends within
+        analyzer/segment_feed.py's feed left to this method to record in that direction's
+        segments. A frame of that direction starting at or after ``fed_at`` lies wholly in that one
+        segment: it ends within
         the bytes fed so far, and every earlier segment ends at or before ``fed_at``. So it takes
         that packet and time without a look at the segments, which end up holding just that
         segment, as the general path would leave them (it consumes the segments ending at or before
