@@ -26,6 +26,11 @@ ALL = sorted(p.name for p in CAPS.glob("*.pcap*"))
 HOT, GENERAL = Amqp091Dissector(), Amqp091Dissector(hot=False)
 
 
+def scripted(s: E.Script) -> Recorded:
+    """An encoder script's steps as a recorded connection: every step fed, then the end."""
+    return Recorded("amqp091", False, [("feed", (d, data, ts)) for d, data, ts in s.steps] + [("end", (s.ts + 1,))])
+
+
 def recordings(name: str) -> tuple[Recorded, ...]:
     return R.recordings(str(CAPS / name), "amqp091")
 
@@ -88,8 +93,7 @@ def busy_session() -> Recorded:
         s.c(b"".join(E.method("Basic.Ack", 2, delivery_tag=tag + i + 1) for i in range(4)))
         tag += 4
     s.close((1, 2))
-    calls = [("feed", (d, data, ts)) for d, data, ts in s.steps] + [("end", (s.ts + 1,))]
-    return Recorded("amqp091", False, calls)
+    return scripted(s)
 
 
 def sync_session() -> Recorded:
@@ -131,8 +135,7 @@ def sync_session() -> Recorded:
     s.s(E.method("Exchange.DeleteOk", 2))  # answers the wrong request
     s.s(E.method("Queue.UnbindOk", 2))
     s.close((1, 2))
-    calls = [("feed", (d, data, ts)) for d, data, ts in s.steps] + [("end", (s.ts + 1,))]
-    return Recorded("amqp091", False, calls)
+    return scripted(s)
 
 
 def test_hot_and_general_paths_agree_on_synchronous_exchanges() -> None:
@@ -175,8 +178,7 @@ def channel_session() -> Recorded:
     s.c(E.method("Connection.Close", reply_code=200, reply_text="bye"))
     s.c(E.method("Channel.Close", 3, reply_code=200, reply_text="late"))
     s.s(E.method("Channel.CloseOk", 3)).s(E.method("Connection.CloseOk"))
-    calls = [("feed", (d, data, ts)) for d, data, ts in s.steps] + [("end", (s.ts + 1,))]
-    return Recorded("amqp091", False, calls)
+    return scripted(s)
 
 
 def test_hot_and_general_paths_agree_on_the_channel_lifecycle() -> None:
@@ -301,8 +303,7 @@ def handshake_sessions() -> list[Recorded]:
     s = E.Script().c(E.PROTOCOL_HEADER).s(start).c(start_ok)
     s.c(E.method("Connection.Close", reply_code=200, reply_text="bye")).c(tune_ok()).c(open_).s(tune())
     sessions.append(s.s(E.method("Connection.CloseOk")).s(open_ok))
-    return [Recorded("amqp091", False, [("feed", (d, data, ts)) for d, data, ts in s.steps] + [("end", (s.ts + 1,))])
-            for s in sessions]
+    return [scripted(s) for s in sessions]
 
 
 def test_hot_and_general_paths_agree_on_the_handshake() -> None:
@@ -321,7 +322,7 @@ def test_hot_and_general_paths_agree_on_the_handshake() -> None:
     s = E.Script().handshake()
     s.c(E.method("Connection.UpdateSecret", new_secret="t", reason="r")).c(E.method("Connection.UpdateSecret",
                                                                                    new_secret="u", reason="r"))
-    rec = Recorded("amqp091", False, [("feed", (d, data, ts)) for d, data, ts in s.steps] + [("end", (s.ts + 1,))])
+    rec = scripted(s)
     hot, general = Amqp091Dissector(limits={"requests": 1}), Amqp091Dissector(hot=False, limits={"requests": 1})
     out = R.agree(hot, general, rec)
     assert "amqp091.limit.exceeded" in {f[1] for e in out if e[0] == "frame" for f in e[9]}
